@@ -1,0 +1,1 @@
+"""The EphemeralPool + EphemeralAllocation controllers (binary tatara-pool-reconciler)."""

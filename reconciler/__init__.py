@@ -1,0 +1,1 @@
+"""The Process + ProcessTable controllers (binary tatara-reconciler)."""
