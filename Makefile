@@ -1,0 +1,36 @@
+# The two commands a newcomer needs are `make run` and `make test` (see README.md).
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: run test lint unit control-plane crds clean
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $@
+
+## run: start the local control plane (built on first use) and keep it up until Ctrl-C
+run: $(BIN)/.installed
+	$(BIN)/tatara local
+
+## test: lint, type-check, then every test against a real local kube-apiserver + etcd
+test: $(BIN)/.installed control-plane lint
+	$(BIN)/pytest
+
+## lint: ruff and mypy (strict) on the packages
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+## unit: the fast tests only (no control plane)
+unit: $(BIN)/.installed
+	$(BIN)/pytest -m "not integration"
+
+## control-plane: build kube-apiserver, kube-controller-manager, etcd if not cached
+control-plane: $(BIN)/.installed
+	$(BIN)/tatara control-plane build
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache

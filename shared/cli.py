@@ -1,0 +1,80 @@
+"""The ``tatara`` operator CLI.
+
+Subcommands:
+    local          start a local control plane (built on first use), print its
+                   kubeconfig, and keep it running until Ctrl-C or SIGTERM.
+    control-plane  ``build`` the local control-plane binaries (no-op when cached) and
+                   print where they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+
+from shared import __version__
+from shared.controlplane import BuildError, ControlPlaneError, LocalControlPlane, Toolchain
+
+
+def _cmd_build(_: argparse.Namespace) -> int:
+    toolchain = Toolchain.default()
+    started = time.monotonic()
+    cached = toolchain.is_built()
+    path = toolchain.ensure_built()
+    note = "cached" if cached else f"built in {time.monotonic() - started:.0f} s"
+    print(f"control plane binaries ({note}): {path}")
+    return 0
+
+
+def _cmd_local(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+
+    def on_signal(signum: int, _: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    plane = LocalControlPlane(controller_manager=not args.no_controller_manager)
+    started = time.monotonic()
+    try:
+        plane.start()
+        print(f"local control plane ready in {time.monotonic() - started:.1f} s: {plane.server}", flush=True)
+        print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
+        if args.exit_when_ready:
+            return 0
+        print("Ctrl-C stops it and removes its files.", flush=True)
+        stop.wait()
+        return 0
+    finally:
+        plane.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code (1 on a build or start failure)."""
+    parser = argparse.ArgumentParser(prog="tatara", description="tatara operator CLI")
+    parser.add_argument("--version", action="version", version=f"tatara {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    local = sub.add_parser("local", help="run a local kube-apiserver + etcd (+ controller-manager)")
+    local.add_argument("--no-controller-manager", action="store_true", help="skip kube-controller-manager")
+    local.add_argument("--exit-when-ready", action="store_true", help="stop again as soon as it is ready")
+    local.set_defaults(func=_cmd_local)
+    cp = sub.add_parser("control-plane", help="manage the local control-plane binaries")
+    cp_sub = cp.add_subparsers(dest="action", required=True)
+    cp_sub.add_parser("build", help="build kube-apiserver, kube-controller-manager, etcd if missing").set_defaults(
+        func=_cmd_build)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except (BuildError, ControlPlaneError) as err:
+        print(f"tatara: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

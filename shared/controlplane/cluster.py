@@ -1,0 +1,317 @@
+"""Run etcd + kube-apiserver (+ kube-controller-manager) on loopback, as envtest does.
+
+Flags, readiness and shutdown follow ../shared/notes/local-control-plane.md §3 and §5:
+free loopback ports, generated certificates, an admin client certificate in
+``system:masters``, ``--authorization-mode=RBAC``, readiness on ``/readyz``, every
+process in its own process group, SIGTERM then SIGKILL after a grace period,
+apiserver stopped before etcd, temp directory removed. Each child also gets
+``PR_SET_PDEATHSIG`` so it dies with its parent even if the parent is SIGKILLed.
+
+kube-controller-manager runs only the garbage-collector, namespace and serviceaccount
+controllers, so ownerReference cascades and namespace deletion are real (notes §4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from shared.controlplane.build import Toolchain
+from shared.controlplane.pki import CertificateAuthority, service_account_signing_key
+
+log = logging.getLogger(__name__)
+
+ADMIN_USER = "admin"
+ADMIN_GROUPS = ("system:masters",)
+CONTROLLERS = ("garbage-collector-controller", "namespace-controller", "serviceaccount-controller")
+"""kube-controller-manager controllers started (notes §5)."""
+
+START_TIMEOUT = 90.0
+"""Seconds to wait for each component to become ready (2-core CI; notes §3.4 suggests 60)."""
+
+STOP_GRACE = 20.0
+"""Seconds between SIGTERM and SIGKILL on shutdown (envtest's default)."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+class ControlPlaneError(RuntimeError):
+    """A component exited early or did not become ready; the message has its log tail."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (racy; callers retry the start)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class _Component:
+    name: str
+    args: list[str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log.debug("starting %s: %s", self.name, " ".join(self.args))
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen(
+                self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@dataclass
+class LocalControlPlane:
+    """etcd + kube-apiserver (+ kube-controller-manager) on loopback.
+
+    Use as a context manager, or call :meth:`start` / :meth:`stop`. After start,
+    :attr:`kubeconfig` is a kubeconfig file for the admin user (``system:masters``)
+    and :attr:`server` is the API server's ``https://127.0.0.1:<port>`` URL.
+
+    Args:
+        toolchain: where the binaries are; built on first use.
+        controller_manager: also run kube-controller-manager (GC, namespaces, SAs).
+        work_dir: parent for the temp directory (default: the system temp dir).
+    """
+
+    toolchain: Toolchain = field(default_factory=Toolchain.default)
+    controller_manager: bool = True
+    work_dir: Path | None = None
+    server: str = ""
+    dir: Path = field(default=Path())
+    _ca: CertificateAuthority | None = None
+    _components: list[_Component] = field(default_factory=list)
+
+    # -- public --------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig written at start."""
+        return self.dir / "kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.dir / "ca.crt"
+
+    def kubeconfig_for(self, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """Write and return a kubeconfig authenticating as ``user`` in ``groups`` by client cert."""
+        if self._ca is None:
+            raise ControlPlaneError("control plane not started")
+        pair = self._ca.issue_client(user, groups)
+        safe = "".join(c if c.isalnum() else "-" for c in user)
+        cert, key = pair.write(self.dir, f"user-{safe}")
+        path = self.dir / f"kubeconfig-{safe}"
+        self._write_kubeconfig(path, user, cert, key)
+        return path
+
+    def start(self, attempts: int = 3) -> LocalControlPlane:
+        """Build binaries if missing, start every component, wait until ready.
+
+        Retries the whole start up to ``attempts`` times (free-port races).
+
+        Raises:
+            shared.controlplane.build.BuildError: the Go build failed.
+            ControlPlaneError: a component did not become ready on the last attempt.
+        """
+        self.toolchain.ensure_built()
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start_once()
+                return self
+            except ControlPlaneError:
+                self.stop()
+                if attempt == attempts:
+                    raise
+                log.warning("control plane start failed (attempt %d), retrying", attempt)
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        """Stop components in reverse start order (apiserver before etcd); remove the temp dir."""
+        for component in reversed(self._components):
+            component.stop()
+        self._components.clear()
+        if self.dir != Path() and self.dir.exists():
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = Path()
+
+    def __enter__(self) -> LocalControlPlane:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def pids(self) -> list[int]:
+        """PIDs of the running component processes."""
+        return [c.process.pid for c in self._components if c.process and c.process.poll() is None]
+
+    # -- internals -------------------------------------------------------------------
+
+    def _start_once(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="tatara-cp-", dir=self.work_dir))
+        d = self.dir
+        ca = self._ca = CertificateAuthority()
+        self.ca_file.write_bytes(ca.cert_pem)
+        serving_cert, serving_key = ca.issue_server(["localhost", "127.0.0.1"]).write(d, "apiserver")
+        admin_cert, admin_key = ca.issue_client(ADMIN_USER, ADMIN_GROUPS).write(d, "admin")
+        sa_private, sa_public = service_account_signing_key()
+        (d / "sa.key").write_bytes(sa_private)
+        (d / "sa.pub").write_bytes(sa_public)
+
+        etcd_client, etcd_peer, api_port = free_port(), free_port(), free_port()
+        etcd_url = f"http://127.0.0.1:{etcd_client}"
+        self.server = f"https://127.0.0.1:{api_port}"
+        self._write_kubeconfig(self.kubeconfig, ADMIN_USER, admin_cert, admin_key)
+        (d / "etcd").mkdir()
+
+        etcd = self._launch("etcd", [
+            str(self.toolchain.binary("etcd")),
+            f"--data-dir={d / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ])
+        self._wait(etcd, lambda: _http_ok(f"{etcd_url}/health"))
+
+        apiserver = self._launch("kube-apiserver", [
+            str(self.toolchain.binary("kube-apiserver")),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--cert-dir={d}",
+            f"--tls-cert-file={serving_cert}",
+            f"--tls-private-key-file={serving_key}",
+            f"--client-ca-file={self.ca_file}",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer={self.server}/",
+            f"--service-account-signing-key-file={d / 'sa.key'}",
+            f"--service-account-key-file={d / 'sa.pub'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+            "-v=1",
+        ])
+        ssl_ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        ssl_ctx.load_cert_chain(str(admin_cert), str(admin_key))
+        self._wait(apiserver, lambda: _http_ok(f"{self.server}/readyz", ssl_ctx))
+
+        if self.controller_manager:
+            kcm_port = free_port()
+            kcm_cert, kcm_key = ca.issue_client("system:kube-controller-manager", ADMIN_GROUPS).write(d, "kcm")
+            kcm_config = d / "kubeconfig-kcm"
+            self._write_kubeconfig(kcm_config, "system:kube-controller-manager", kcm_cert, kcm_key)
+            kcm = self._launch("kube-controller-manager", [
+                str(self.toolchain.binary("kube-controller-manager")),
+                f"--kubeconfig={kcm_config}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={kcm_port}",
+                f"--cert-dir={d / 'kcm-certs'}",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                "-v=1",
+            ])
+            insecure = ssl.create_default_context()
+            insecure.check_hostname = False
+            insecure.verify_mode = ssl.CERT_NONE
+            self._wait(kcm, lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure))
+
+    def _launch(self, name: str, args: list[str]) -> _Component:
+        component = _Component(name, args, self.dir / f"{name}.log")
+        component.start()
+        self._components.append(component)
+        return component
+
+    def _wait(self, component: _Component, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            proc = component.process
+            if proc is not None and proc.poll() is not None:
+                raise ControlPlaneError(
+                    f"{component.name} exited with {proc.returncode}:\n{component.log_tail()}")
+            if ready():
+                return
+            time.sleep(0.1)
+        raise ControlPlaneError(f"{component.name} not ready after {START_TIMEOUT:.0f} s:\n{component.log_tail()}")
+
+    def _write_kubeconfig(self, path: Path, user: str, cert: Path, key: Path) -> None:
+        config: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "tatara-local", "cluster": {
+                "server": self.server, "certificate-authority": str(self.ca_file)}}],
+            "users": [{"name": user, "user": {
+                "client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": "tatara-local", "context": {"cluster": "tatara-local", "user": user}}],
+            "current-context": "tatara-local",
+        }
+        path.touch(mode=0o600)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
+            return int(resp.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def running(**kwargs: Any) -> Iterator[LocalControlPlane]:
+    """``with running() as cp:`` — a started :class:`LocalControlPlane`, stopped on exit."""
+    plane = LocalControlPlane(**kwargs)
+    try:
+        yield plane.start()
+    finally:
+        plane.stop()

@@ -1,0 +1,60 @@
+"""Session-wide fixtures: one real local control plane (etcd + kube-apiserver + kube-controller-manager)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from kubernetes_asyncio import client
+
+from shared.controlplane import LocalControlPlane
+from tests.support.kube import api_client
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[LocalControlPlane]:
+    """A started control plane shared by the whole session; stopped (no processes, no files) at the end.
+
+    The binaries are built on first use (``tatara control-plane build`` does it ahead of time).
+    """
+    plane = LocalControlPlane()
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+async def kube(control_plane: LocalControlPlane) -> AsyncIterator[client.ApiClient]:
+    """An admin (``system:masters``) kubernetes-asyncio client, closed after the test."""
+    api = await api_client(control_plane.kubeconfig)
+    try:
+        yield api
+    finally:
+        await api.close()
+
+
+@pytest.fixture
+async def namespace(kube: client.ApiClient) -> AsyncIterator[str]:
+    """A fresh namespace per test (never reused: a deleted namespace may linger Terminating)."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(kube)
+    await core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        await core.delete_namespace(name)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark everything under tests/integration and tests/e2e as ``integration``."""
+    for item in items:
+        if "/integration/" in str(item.path) or "/e2e/" in str(item.path):
+            item.add_marker(pytest.mark.integration)
