@@ -48,6 +48,7 @@ import ast
 import enum
 import inspect
 import itertools
+import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from typing import Any, Literal
 
 import msgspec
 import msgspec.inspect as mi
+import yaml
 
 __all__ = [
     "CrdSchemaError",
@@ -62,7 +64,13 @@ __all__ = [
     "Resource",
     "UnionRule",
     "crd_document",
+    "describe",
+    "generated_files",
+    "render_yaml",
     "structural_schema",
+    "tatara_resources",
+    "tatara_union_rule",
+    "walk_schema",
 ]
 
 JSON = dict[str, Any]
@@ -145,14 +153,31 @@ def _default_union_rule(cls: type) -> UnionRule | None:
 # --------------------------------------------------------------------------- docstrings
 
 
+_RST_ROLE = re.compile(r":[a-z]+:`~?(?:[\w.]*\.)?([^`]+)`")
+_SECTION_REF = re.compile(r"\s*\(§[^)]*\)|,\s*§[\d.]+|\s*§[\d.]+")
+
+
+def describe(doc: str | None) -> str | None:
+    """A schema ``description`` from a docstring: its first paragraph on one line, Sphinx
+    roles and double backticks reduced to plain `code`, spec section references (``§4.3``)
+    dropped — ``kubectl explain`` readers have neither Sphinx nor our spec."""
+    if not doc or not doc.strip():
+        return None
+    first = inspect.cleandoc(doc).split("\n\n", 1)[0]
+    text = " ".join(line.strip() for line in first.splitlines())
+    text = _RST_ROLE.sub(r"`\1`", text).replace("``", "`")
+    text = _SECTION_REF.sub("", text).replace("()", "").strip()
+    return text or None
+
+
 def _type_doc(cls: type) -> str | None:
-    """The class's own docstring (not an inherited or generated one), cleaned."""
+    """The class's own docstring (not an inherited or generated one) as a description."""
     doc = cls.__dict__.get("__doc__")
     if not isinstance(doc, str) or not doc.strip():
         return None
     if issubclass(cls, enum.Enum) and doc in {"An enumeration.", enum.Enum.__doc__}:
         return None
-    return inspect.cleandoc(doc)
+    return describe(doc)
 
 
 def _field_docs(cls: type) -> dict[str, str]:
@@ -179,7 +204,9 @@ def _field_docs(cls: type) -> dict[str, str]:
                 and isinstance(nxt.value, ast.Constant)
                 and isinstance(nxt.value.value, str)
             ):
-                docs[stmt.target.id] = inspect.cleandoc(nxt.value.value)
+                text = describe(nxt.value.value)
+                if text:
+                    docs[stmt.target.id] = text
     return docs
 
 
@@ -197,7 +224,7 @@ class _Walker:
         extra: JSON = {}
         while isinstance(t, mi.Metadata):
             schema_extra = dict(t.extra_json_schema or {})
-            description = schema_extra.pop("description", None) or description
+            description = describe(schema_extra.pop("description", None)) or description
             schema_extra.pop("title", None)
             schema_extra.pop("examples", None)
             extra.update(schema_extra)
@@ -582,3 +609,155 @@ def walk_schema(schema: Mapping[str, Any], path: str = "") -> Iterable[tuple[str
     extra = schema.get("additionalProperties")
     if isinstance(extra, Mapping):
         yield from walk_schema(extra, f"{path}.*")
+
+
+# --------------------------------------------------------------------------- the tatara CRDs
+
+_HEADER = (
+    "# Generated from the msgspec models in shared/api by `python -m tools.gen_crds`; do not edit.\n"
+    "# A unit test fails when this file differs from what the models generate.\n"
+)
+
+
+def _age() -> PrinterColumn:
+    return PrinterColumn("Age", "date", ".metadata.creationTimestamp")
+
+
+def tatara_resources() -> tuple[Resource, ...]:
+    """The four tatara kinds, in the reference generator's order (process-crd.md §1):
+    Process and ProcessTable (chart ``tatara-reconciler``), EphemeralPool and
+    EphemeralAllocation (chart ``tatara-pool-reconciler``, lifetime-pool-allocation.md
+    §10.1, §11.1). Names, scope, short names and printer columns are the reference's."""
+    from shared.api.allocation import AllocationSpec, AllocationStatus
+    from shared.api.pool import PoolSpec, PoolStatus
+    from shared.api.process import ProcessSpec, ProcessStatus
+    from shared.api.table import ProcessTableSpec, ProcessTableStatus
+    from shared.group import GROUP, VERSION
+
+    return (
+        Resource(
+            group=GROUP,
+            version=VERSION,
+            kind="Process",
+            plural="processes",
+            singular="process",
+            scope="Namespaced",
+            spec_type=ProcessSpec,
+            status_type=ProcessStatus,
+            chart="tatara-reconciler",
+            short_names=("proc",),
+            printer_columns=(
+                PrinterColumn("PID", "string", ".status.pid"),
+                PrinterColumn("Phase", "string", ".status.phase"),
+                PrinterColumn("Type", "string", ".spec.classification.pointType"),
+                PrinterColumn("Substrate", "string", ".spec.classification.substrate"),
+                PrinterColumn("Gen", "integer", ".status.attestation.generation"),
+                _age(),
+            ),
+            description="A unit of desired cluster state reconciled through Unix-like process phases.",
+        ),
+        Resource(
+            group=GROUP,
+            version=VERSION,
+            kind="ProcessTable",
+            plural="processtables",
+            singular="processtable",
+            scope="Cluster",
+            spec_type=ProcessTableSpec,
+            status_type=ProcessTableStatus,
+            chart="tatara-reconciler",
+            short_names=("pt",),
+            printer_columns=(
+                PrinterColumn("Procs", "integer", ".status.processCount"),
+                PrinterColumn("Ready", "integer", ".status.readyCount"),
+                PrinterColumn("NextPID", "integer", ".spec.nextSequence"),
+                PrinterColumn("Depth", "integer", ".spec.maxDepth"),
+                _age(),
+            ),
+            description="The cluster's process table (/proc): PID sequence, limits, rows and hostname claims.",
+        ),
+        Resource(
+            group=GROUP,
+            version=VERSION,
+            kind="EphemeralPool",
+            plural="ephemeralpools",
+            singular="ephemeralpool",
+            scope="Namespaced",
+            spec_type=PoolSpec,
+            status_type=PoolStatus,
+            chart="tatara-pool-reconciler",
+            short_names=("epool",),
+            printer_columns=(
+                PrinterColumn("Desired", "integer", ".spec.desiredSize"),
+                PrinterColumn("Ready", "integer", ".status.readyCount"),
+                PrinterColumn("Allocated", "integer", ".status.allocatedCount"),
+                PrinterColumn("Phase", "string", ".status.phase"),
+                _age(),
+            ),
+            description="A pool of pre-warmed member Processes built from one template.",
+        ),
+        Resource(
+            group=GROUP,
+            version=VERSION,
+            kind="EphemeralAllocation",
+            plural="ephemeralallocations",
+            singular="ephemeralallocation",
+            scope="Namespaced",
+            spec_type=AllocationSpec,
+            status_type=AllocationStatus,
+            chart="tatara-pool-reconciler",
+            short_names=("ealloc",),
+            printer_columns=(
+                PrinterColumn("Pool", "string", ".spec.poolRef.name"),
+                PrinterColumn("Phase", "string", ".status.phase"),
+                PrinterColumn("Process", "string", ".status.assignedProcess.name"),
+                PrinterColumn("Requestor", "string", ".spec.requestor.kind"),
+                _age(),
+            ),
+            description="A request to hold one pool member (e.g. per pull request) until its TTL expires.",
+        ),
+    )
+
+
+def tatara_union_rule(cls: type) -> UnionRule | None:
+    """Union rules for the tatara models: every ``TaggedUnion`` must resolve to exactly one
+    slot, except ``Lifetime``, where an empty object means Permanent (§1 of
+    lifetime-pool-allocation.md)."""
+    from shared.api.lifetime import Lifetime
+
+    if cls is Lifetime:
+        return UnionRule(noun=Lifetime._noun, allow_empty=True)
+    return _default_union_rule(cls)
+
+
+class _CrdDumper(yaml.SafeDumper):
+    """Block-style YAML, multi-line strings as literal blocks, no anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_CrdDumper.add_representer(str, _represent_str)
+
+
+def render_yaml(doc: Mapping[str, Any]) -> str:
+    """Deterministic YAML text of one CRD document: a generated-file header, keys in the
+    order built here (never sorted), block style."""
+    body = yaml.dump(
+        doc, Dumper=_CrdDumper, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True
+    )
+    return _HEADER + body
+
+
+def generated_files() -> dict[str, str]:
+    """``{path relative to the project root: YAML text}`` for the four tatara CRDs:
+    ``charts/<chart>/crds/<plural>.yaml``."""
+    return {
+        f"charts/{r.chart}/crds/{r.file_name}": render_yaml(crd_document(r, unions=tatara_union_rule))
+        for r in tatara_resources()
+    }

@@ -199,7 +199,7 @@ def test_nested_structs_are_inlined_and_free_json_preserves_unknown_fields() -> 
 
 def test_descriptions_come_from_meta_then_attribute_docstrings_then_the_type() -> None:
     schema = structural_schema(Described)
-    assert schema["description"] == "Top doc.\n\nSecond paragraph."
+    assert schema["description"] == "Top doc."  # first paragraph only
     assert schema["properties"] == {
         "a": {"description": "from Meta", "type": "string"},
         "b": {"description": "from the attribute docstring", "type": "string"},
