@@ -52,9 +52,14 @@ def strip_schema(node: Any) -> Any:
 
 
 def strip_crd(crd: dict[str, Any]) -> dict[str, Any]:
-    """A CRD with its versions' schemas stripped and metadata cut to the name."""
+    """A CRD with its versions' schemas stripped and metadata cut to name and annotations.
+
+    Annotations stay: ``api-approved.kubernetes.io`` is required for ``*.k8s.io`` groups.
+    """
     out = dict(crd)
     out["metadata"] = {"name": crd["metadata"]["name"]}
+    if crd["metadata"].get("annotations"):
+        out["metadata"]["annotations"] = crd["metadata"]["annotations"]
     spec = dict(crd["spec"])
     versions = []
     for version in spec["versions"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -61,7 +62,9 @@ async def test_rbac_denies_an_unprivileged_user_with_403(control_plane: LocalCon
         with pytest.raises(ApiException) as denied:
             await client.CoreV1Api(nobody).list_namespaced_config_map(namespace)
         assert denied.value.status == 403
-        assert 'User "nobody" cannot list resource "configmaps"' in denied.value.body
+        status = json.loads(denied.value.body)
+        assert status["reason"] == "Forbidden"
+        assert 'User "nobody" cannot list resource "configmaps"' in status["message"]
     finally:
         await nobody.close()
 
