@@ -34,21 +34,24 @@ class LispError(Exception):
 
 
 class SourceMap:
-    """Turns a character index into the source into (byte offset, line, column)."""
+    """Turns a character index into the source into (byte offset, line, column).
 
-    def __init__(self, src: str) -> None:
+    With ``src=None`` (data that did not come from one text) errors are unlocated.
+    """
+
+    def __init__(self, src: str | None) -> None:
         self._src = src
 
     def locate(self, index: int) -> tuple[int, int, int]:
         """Return ``(byte offset, 1-based line, 1-based column)`` of character ``index``."""
-        before = self._src[:index]
+        before = (self._src or "")[:index]
         line = before.count("\n") + 1
         column = index - (before.rfind("\n") + 1) + 1
         return len(before.encode("utf-8")), line, column
 
     def error(self, message: str, index: int | None) -> LispError:
         """Build a :class:`LispError` located at character ``index`` (``None``: unlocated)."""
-        if index is None:
+        if index is None or index < 0 or self._src is None:
             return LispError(message)
         position, line, column = self.locate(index)
         return LispError(message, position=position, line=line, column=column)

@@ -1,0 +1,75 @@
+"""The two domains tatara defines: ``defpoint`` → ProcessSpec and ``defephemeral`` →
+EphemeralSpec (lisp-bridge.md §1, §4.3, §4.4, §7.2)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import msgspec
+
+from shared.api.codec import to_wire
+from shared.api.ephemeral import EphemeralSpec
+from shared.api.process import ProcessSpec
+from shared.lisp import registry
+from shared.lisp.compiler import Named, compile_forms
+from shared.lisp.errors import SourceMap
+from shared.lisp.macros import expand_program
+from shared.lisp.reader import read
+from shared.lisp.tojson import Json
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+DEFPOINT = "defpoint"
+"""Keyword of a ProcessSpec form."""
+
+DEFEPHEMERAL = "defephemeral"
+"""Keyword of an EphemeralSpec form."""
+
+NamedSpec = Named[ProcessSpec]
+"""A compiled ``(defpoint NAME …)``: ``.name`` and ``.spec`` (a ProcessSpec)."""
+
+NamedEphemeral = Named[EphemeralSpec]
+"""A compiled ``(defephemeral NAME …)``: ``.name`` and ``.spec`` (an EphemeralSpec)."""
+
+
+def compile_program(src: str, spec_type: type[S], keyword: str) -> list[Named[S]]:
+    """Read ``src``, expand its macros and compile each top-level ``(keyword NAME …)``
+    form into ``spec_type``, in source order; other forms are skipped.
+
+    All-or-nothing: raises :class:`~shared.lisp.errors.LispError` on the first reader,
+    macro or compile error, located by byte offset, line and column.
+    """
+    where = SourceMap(src)
+    return compile_forms(expand_program(read(src), where), spec_type, keyword, where)
+
+
+def compile_source(src: str) -> list[NamedSpec]:
+    """Compile every ``(defpoint NAME :kw value …)`` form in ``src`` (§1, §4.3).
+
+    ``:classification`` and ``:intent`` are required; the other keywords default as
+    ProcessSpec does. Duplicate and unknown keywords are errors (§8, in-tree). Raises
+    :class:`~shared.lisp.errors.LispError`.
+    """
+    return compile_program(src, ProcessSpec, DEFPOINT)
+
+
+def compile_ephemeral_source(src: str) -> list[NamedEphemeral]:
+    """Compile every ``(defephemeral NAME :kw value …)`` form in ``src`` (§4.4).
+
+    ``:aplicacao`` is required; ``:ttl`` defaults to ``"1h"`` and ``:max-concurrent``
+    to 1. Lower a result with ``spec.to_process_spec()`` (§7.2). Raises
+    :class:`~shared.lisp.errors.LispError`.
+    """
+    return compile_program(src, EphemeralSpec, DEFEPHEMERAL)
+
+
+def _encode(spec: msgspec.Struct) -> Json:
+    value: Json = to_wire(spec)
+    return value
+
+
+def register_all() -> None:
+    """Register ``defpoint`` and ``defephemeral`` with the process-wide registry
+    (§7.2). Idempotent."""
+    registry.register(DEFPOINT, ProcessSpec, _encode)
+    registry.register(DEFEPHEMERAL, EphemeralSpec, _encode)
