@@ -12,7 +12,7 @@ from shared.api.ephemeral import EphemeralSpec
 from shared.api.process import ProcessSpec
 from shared.lisp import registry
 from shared.lisp.compiler import Named, compile_forms
-from shared.lisp.errors import SourceMap
+from shared.lisp.errors import LispError, SourceMap
 from shared.lisp.macros import expand_program
 from shared.lisp.reader import read
 from shared.lisp.tojson import Json
@@ -40,7 +40,11 @@ def compile_program(src: str, spec_type: type[S], keyword: str) -> list[Named[S]
     macro or compile error, located by byte offset, line and column.
     """
     where = SourceMap(src)
-    return compile_forms(expand_program(read(src), where), spec_type, keyword, where)
+    forms = read(src)
+    try:
+        return compile_forms(expand_program(forms, where), spec_type, keyword, where)
+    except RecursionError:
+        raise LispError(f"compile error in {keyword}: nesting too deep") from None
 
 
 def compile_source(src: str) -> list[NamedSpec]:

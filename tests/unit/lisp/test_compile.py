@@ -439,3 +439,9 @@ def test_result_items_are_named_specs() -> None:
     (d,) = compile_source(f"(defpoint x {MIN})")
     assert isinstance(d, Named)
     assert isinstance(d.spec, ProcessSpec)
+
+
+def test_absurd_nesting_is_a_lisp_error_not_a_crash() -> None:
+    depth = 20_000
+    with pytest.raises(LispError, match="nesting too deep"):
+        compile_source(f"(defpoint x {MIN} :identity " + "(" * depth + ")" * depth + ")")
