@@ -13,16 +13,17 @@ Two layers:
   printer columns, short names). The four tatara resources are listed by
   :func:`tatara_resources`; ``python -m tools.gen_crds`` writes them into the charts.
 
-Type mapping (wire format: ../shared/spec/process-crd.md §2.5, lifetime-pool-allocation.md §0.5):
+Type mapping (wire format: process-crd.md §2.5, lifetime-pool-allocation.md §0.5, in ../shared/spec):
 
 ============================  ====================================================
 model type                    schema
 ============================  ====================================================
 ``str``                       ``type: string`` (+ ``minLength``/``maxLength``/``pattern``)
 ``bool``                      ``type: boolean``
-``int`` with bounds           ``type: integer`` + ``format`` chosen from the bounds
-                              (``uint16``/``uint32``/``uint64``/``int32``/``int64``)
-                              + ``minimum``/``maximum`` as declared
+``int`` with bounds           ``type: integer``, ``minimum``/``maximum`` as declared, and
+                              ``format: int32`` if the bounds fit 32 bits else ``int64``
+                              (the reference's ``uint32`` & co. only draw
+                              "unrecognized format" warnings from the API server)
 ``float``                     ``type: number, format: double``
 ``datetime``                  ``type: string, format: date-time``
 ``Enum`` / ``Literal``        ``type: string`` (or integer) + ``enum: [...]`` in declaration order
@@ -78,17 +79,8 @@ JSON = dict[str, Any]
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
-# (minimum, maximum) → OpenAPI format, as the reference's schemars output names them
-# (process-crd.md §2.5). ``int64`` is also used for an unbounded ``int``.
-_INT_FORMATS: dict[tuple[int | None, int | None], str] = {
-    (0, 2**16 - 1): "uint16",
-    (0, 2**32 - 1): "uint32",
-    (0, 2**64 - 1): "uint64",
-    (0, None): "uint64",
-    (-(2**31), 2**31 - 1): "int32",
-    (_INT64_MIN, _INT64_MAX): "int64",
-    (None, None): "int64",
-}
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
 
 
 class CrdSchemaError(TypeError):
@@ -100,11 +92,20 @@ class CrdSchemaError(TypeError):
 class UnionRule:
     """How the API server checks a tagged union: an object whose properties are the slots.
 
-    ``noun`` is the word the model's own errors use (``intent``, ``vector channel``); the
-    rule messages repeat the model's error texts (lifetime-pool-allocation.md §1):
-    ``"<noun> has no variant set (one of a/b/c required)"`` unless ``allow_empty``, and
-    ``"<noun> has multiple variants set; exactly one required"`` (``at most one`` when
-    ``allow_empty``). ``slots`` are wire keys; empty means every property of the Struct.
+    Two encodings, chosen by where the union sits:
+
+    - not inside a list or map: ``x-kubernetes-validations`` CEL rules whose messages repeat
+      the model's error texts (lifetime-pool-allocation.md §1):
+      ``"<noun> has no variant set (one of a/b/c required)"`` (unless ``allow_empty``) and
+      ``"<noun> has multiple variants set; exactly one required"`` (``at most one`` when
+      ``allow_empty``);
+    - inside a list or map (e.g. ``exports[].channel``): the API server multiplies a CEL
+      rule's cost by the list's possible length and rejects the CRD when no ``maxItems``
+      bounds it, so OpenAPI value validations are used instead — ``oneOf`` of
+      ``{required: [slot]}`` (exactly one), or ``not: {anyOf: [{required: [a, b]}, ...]}``
+      (at most one). These carry no types, as structural schemas require.
+
+    ``slots`` are wire keys; empty means every property of the Struct.
     """
 
     noun: str
@@ -131,6 +132,16 @@ class UnionRule:
             }
         )
         return rules
+
+    def value_validation(self, slots: Sequence[str]) -> JSON:
+        """The CEL-free form: ``{"oneOf": [...]}`` or ``{"not": {"anyOf": [...]}}``."""
+        slots = self.slots or tuple(slots)
+        if not self.allow_empty:
+            return {"oneOf": [{"required": [slot]} for slot in slots]}
+        pairs = [[a, b] for i, a in enumerate(slots) for b in slots[i + 1 :]]
+        if len(pairs) == 1:
+            return {"not": {"required": pairs[0]}}
+        return {"not": {"anyOf": [{"required": pair} for pair in pairs]}}
 
 
 UnionResolver = Callable[[type], "UnionRule | None"]
@@ -217,6 +228,8 @@ def _field_docs(cls: type) -> dict[str, str]:
 class _Walker:
     resolve_union: UnionResolver
     stack: list[type] = field(default_factory=list)
+    collections: int = 0
+    """How many lists/maps enclose the node being built (CEL rules only at depth 0)."""
 
     def node(self, t: mi.Type, path: str) -> JSON:
         """Schema for one inspected type; ``path`` is the JSON path used in errors."""
@@ -227,6 +240,8 @@ class _Walker:
             description = describe(schema_extra.pop("description", None)) or description
             schema_extra.pop("title", None)
             schema_extra.pop("examples", None)
+            if isinstance(_strip(t), mi.IntType):
+                schema_extra.pop("format", None)  # derived from the bounds, see _integer
             extra.update(schema_extra)
             t = t.type
         out = self._bare(t, path)
@@ -272,7 +287,7 @@ class _Walker:
         if isinstance(t, mi.LiteralType):
             return _enum_values(list(t.values), path)
         if isinstance(t, (mi.ListType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)):
-            out = {"type": "array", "items": self.node(t.item_type, f"{path}[]")}
+            out = {"type": "array", "items": self._inside_collection(t.item_type, f"{path}[]")}
             _put(out, "minItems", t.min_length)
             _put(out, "maxItems", t.max_length)
             return out
@@ -281,6 +296,13 @@ class _Walker:
         if isinstance(t, mi.AnyType):
             return {"x-kubernetes-preserve-unknown-fields": True}
         raise CrdSchemaError(f"{path}: no structural schema for {t!r}")
+
+    def _inside_collection(self, t: mi.Type, path: str) -> JSON:
+        self.collections += 1
+        try:
+            return self.node(t, path)
+        finally:
+            self.collections -= 1
 
     def _enum(self, cls: type[enum.Enum], path: str) -> JSON:
         out = _enum_values([m.value for m in cls], path)
@@ -300,7 +322,7 @@ class _Walker:
         if isinstance(value, mi.AnyType):
             out["x-kubernetes-preserve-unknown-fields"] = True
         else:
-            out["additionalProperties"] = self.node(t.value_type, f"{path}.*")
+            out["additionalProperties"] = self._inside_collection(t.value_type, f"{path}.*")
         _put(out, "minProperties", t.min_length)
         _put(out, "maxProperties", t.max_length)
         return out
@@ -351,7 +373,10 @@ class _Walker:
             unknown = [s for s in rule.slots if s not in properties]
             if unknown:
                 raise CrdSchemaError(f"{path}: union slots {unknown} are not fields of {cls.__name__}")
-            out["x-kubernetes-validations"] = rule.validations(list(properties))
+            if self.collections:
+                out.update(rule.value_validation(list(properties)))
+            else:
+                out["x-kubernetes-validations"] = rule.validations(list(properties))
         return out
 
 
@@ -375,15 +400,13 @@ def _put(out: JSON, key: str, value: object) -> None:
 
 
 def _integer(t: mi.IntType) -> JSON:
+    """``int32`` when the declared bounds fit 32 bits, else ``int64`` — the two integer formats
+    the API server knows (it answers ``unrecognized format "uint32"`` warnings for the
+    reference's ``uint16``/``uint32``/``uint64``); the bounds themselves carry unsignedness."""
     low = t.ge if t.ge is not None else (t.gt + 1 if t.gt is not None else None)
     high = t.le if t.le is not None else (t.lt - 1 if t.lt is not None else None)
-    out: JSON = {"type": "integer"}
-    fmt = _INT_FORMATS.get((low, high))
-    if fmt is None and low is not None and low >= 0 and (high is None or high <= 2**64 - 1):
-        fmt = "uint64" if high is None or high > 2**32 - 1 else ("uint32" if high > 2**16 - 1 else "uint16")
-    if fmt is None:
-        fmt = "int32" if (low or 0) >= -(2**31) and high is not None and high <= 2**31 - 1 else "int64"
-    out["format"] = fmt
+    fits_32 = low is not None and high is not None and low >= _INT32_MIN and high <= _INT32_MAX
+    out: JSON = {"type": "integer", "format": "int32" if fits_32 else "int64"}
     if low is not None and _INT64_MIN <= low <= _INT64_MAX:
         out["minimum"] = low
     if high is not None and _INT64_MIN <= high <= _INT64_MAX:
@@ -480,6 +503,8 @@ _KEY_ORDER = (
     "x-kubernetes-int-or-string",
     "x-kubernetes-preserve-unknown-fields",
     "x-kubernetes-validations",
+    "oneOf",
+    "not",
 )
 _KEY_RANK = {key: rank for rank, key in enumerate(_KEY_ORDER)}
 

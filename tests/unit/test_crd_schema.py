@@ -139,15 +139,17 @@ LEAF = {
 }
 
 
-def test_scalars_map_to_openapi_types_and_rust_integer_formats() -> None:
+def test_scalars_map_to_openapi_types_and_integer_bounds_pick_a_known_format() -> None:
+    # The API server knows only int32/int64 (it warns on the reference's uint16/uint32/uint64),
+    # so the Rust widths become bounds: u16 fits int32, u32 needs int64.
     assert structural_schema(Scalars) == {
         "type": "object",
         "properties": {
             "name": {"type": "string"},
             "enabled": {"type": "boolean"},
-            "port": {"type": "integer", "format": "uint16", "minimum": 0, "maximum": 65535},
-            "count": {"type": "integer", "format": "uint32", "minimum": 0, "maximum": 4294967295},
-            "big": {"type": "integer", "format": "uint64", "minimum": 0},
+            "port": {"type": "integer", "format": "int32", "minimum": 0, "maximum": 65535},
+            "count": {"type": "integer", "format": "int64", "minimum": 0, "maximum": 4294967295},
+            "big": {"type": "integer", "format": "int64", "minimum": 0},
             "priority": {"type": "integer", "format": "int32", "minimum": -2147483648, "maximum": 2147483647},
             "ratio": {"type": "number", "format": "double"},
             "at": {"type": "string", "format": "date-time"},
@@ -169,7 +171,7 @@ def test_defaults_are_written_as_wire_values_and_none_defaults_are_optional_not_
             },
             "graceSeconds": {
                 "type": "integer",
-                "format": "uint32",
+                "format": "int64",
                 "default": 480,
                 "minimum": 0,
                 "maximum": 4294967295,
@@ -231,6 +233,36 @@ def test_a_tagged_union_gets_cel_rules_with_the_models_error_texts() -> None:
                 "message": "pick has multiple variants set; exactly one required",
             },
         ],
+    }
+
+
+class InList(msgspec.Struct):
+    choices: list[Choice]
+    by_key: dict[str, AtMostOne]
+
+
+def test_unions_inside_lists_and_maps_use_openapi_value_validations_not_cel() -> None:
+    # CEL cost is multiplied by the unbounded list length and the API server refuses the CRD;
+    # oneOf/not with only `required` inside are structural value validations with no cost.
+    schema = structural_schema(InList)["properties"]
+    assert schema["choices"]["items"] == {
+        "type": "object",
+        "properties": {"left": LEAF, "right": LEAF},
+        "oneOf": [{"required": ["left"]}, {"required": ["right"]}],
+    }
+    assert schema["by_key"]["additionalProperties"] == {
+        "type": "object",
+        "properties": {
+            "permanent": {"type": "object", "additionalProperties": {"type": "string"}},
+            "ephemeral": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+        "not": {"required": ["permanent", "ephemeral"]},
+    }
+
+
+def test_an_at_most_one_union_of_three_forbids_every_pair() -> None:
+    assert UnionRule("way", allow_empty=True).value_validation(["a", "b", "c"]) == {
+        "not": {"anyOf": [{"required": ["a", "b"]}, {"required": ["a", "c"]}, {"required": ["b", "c"]}]}
     }
 
 
