@@ -773,9 +773,7 @@ _CrdDumper.add_representer(str, _represent_str)
 def render_yaml(doc: Mapping[str, Any]) -> str:
     """Deterministic YAML text of one CRD document: a generated-file header, keys in the
     order built here (never sorted), block style."""
-    body = yaml.dump(
-        doc, Dumper=_CrdDumper, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True
-    )
+    body = yaml.dump(doc, Dumper=_CrdDumper, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True)
     return _HEADER + body
 
 

@@ -1,0 +1,427 @@
+"""The generated CRDs on a real kube-apiserver: installed, Established, accepting the upstream
+examples without pruning a field, and rejecting bad objects with a message naming the field.
+
+The CRDs are read from the chart files that ship (charts/*/crds), not regenerated here; the
+unit drift test ties those files to the models.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from shared.api.codec import DecodeError, InvalidSpecError, decode_allocation, decode_pool, decode_process, decode_table
+from shared.controlplane import LocalControlPlane
+from shared.group import GROUP, VERSION
+from tests.support.kube import api_client, install_crds_async, load_yaml_docs, wait_for
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_FILES = sorted(ROOT.glob("charts/*/crds/*.yaml"))
+EXAMPLES = sorted((ROOT / "tests" / "fixtures" / "upstream-tatara" / "examples").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+async def tatara_crds(control_plane: LocalControlPlane) -> list[dict[str, Any]]:
+    """Install the chart CRDs; wait until each is Established *and* its storage serves a LIST
+    (right after Established the API server may still answer 429 "storage is (re)initializing")."""
+    docs = [doc for path in CRD_FILES for doc in load_yaml_docs(path)]
+    api = await api_client(control_plane.kubeconfig)
+    try:
+        await install_crds_async(api, docs)
+        objects = client.CustomObjectsApi(api)
+        for doc in docs:
+
+            async def served(plural: str = doc["spec"]["names"]["plural"]) -> bool:
+                try:
+                    await objects.list_cluster_custom_object(GROUP, VERSION, plural, limit=1)
+                except ApiException as err:
+                    if err.status in (404, 429, 503):
+                        return False
+                    raise
+                return True
+
+            await wait_for(served, timeout=60, what=f"{doc['metadata']['name']} served")
+    finally:
+        await api.close()
+    return docs
+
+
+def _objects(kube: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(kube)
+
+
+def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict) and value:
+        for key, sub in value.items():
+            yield from _leaves(sub, f"{path}.{key}")
+    elif isinstance(value, list) and value:
+        for i, sub in enumerate(value):
+            yield from _leaves(sub, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+def _lookup(value: Any, path: str) -> Any:
+    """Follow a ``_leaves`` path; a missing step gives the sentinel ``...``."""
+    for step in path.replace("[", ".[").split(".")[1:]:
+        if step.startswith("["):
+            index = int(step[1:-1])
+            if not isinstance(value, list) or index >= len(value):
+                return ...
+            value = value[index]
+        else:
+            if not isinstance(value, dict) or step not in value:
+                return ...
+            value = value[step]
+    return value
+
+
+def _assert_nothing_pruned(sent: dict[str, Any], stored: dict[str, Any]) -> None:
+    """Every leaf we sent is stored unchanged (a field missing from the schema would be pruned)."""
+    lost = {path: value for path, value in _leaves(sent) if _lookup(stored, path) != value}
+    assert not lost, f"pruned or changed by the API server: {lost}"
+
+
+# ----------------------------------------------------------------------------- installation
+
+
+async def test_the_crds_are_established_with_the_spec_names(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]]
+) -> None:
+    ext = client.ApiextensionsV1Api(kube)
+    for doc in tatara_crds:
+        crd = await ext.read_custom_resource_definition(doc["metadata"]["name"])
+        conditions = {c.type: c.status for c in crd.status.conditions}
+        assert conditions["Established"] == "True"
+        assert conditions["NamesAccepted"] == "True"
+        assert crd.status.accepted_names.short_names == doc["spec"]["names"]["shortNames"]
+
+
+async def test_creating_the_crds_draws_no_warnings(kube: client.ApiClient, tatara_crds: list[dict[str, Any]]) -> None:
+    """A server-side dry-run create (under a throwaway group, so the names are free) returns
+    no ``Warning`` headers — e.g. none of ``unrecognized format "uint32"``."""
+    for doc in tatara_crds:
+        probe = copy.deepcopy(doc)
+        group = f"warn-{uuid.uuid4().hex[:8]}.example.test"
+        probe["spec"]["group"] = group
+        probe["metadata"]["name"] = f"{doc['spec']['names']['plural']}.{group}"
+        response = await kube.call_api(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            "POST",
+            query_params=[("dryRun", "All")],
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            body=probe,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+        assert response.status == 201
+        assert response.headers.getall("Warning", []) == [], doc["metadata"]["name"]
+        response.release()
+
+
+async def test_kubectl_get_shows_the_spec_printer_columns(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    response = await kube.call_api(
+        f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/processes",
+        "GET",
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+    )
+    table = json.loads(await response.read())
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name",
+        "PID",
+        "Phase",
+        "Type",
+        "Substrate",
+        "Gen",
+        "Age",
+    ]
+
+
+# ----------------------------------------------------------------------------- acceptance
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+async def test_an_upstream_example_is_stored_without_pruning_and_decodes(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str, path: Path
+) -> None:
+    for doc in load_yaml_docs(path):
+        doc["metadata"]["namespace"] = namespace
+        stored = await _objects(kube).create_namespaced_custom_object(GROUP, VERSION, namespace, "processes", doc)
+        _assert_nothing_pruned(doc["spec"], stored["spec"])
+        process = decode_process(json.dumps(stored), validate=True)
+        assert process.metadata.name == doc["metadata"]["name"]
+
+
+def _pool(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "EphemeralPool",
+        "metadata": {"name": name},
+        "spec": {
+            "desiredSize": 2,
+            "desired": 3,
+            "replacementPolicy": "HoldFailed",
+            "stableNameClaim": True,
+            "selector": {"repos": ["pleme-io/*"], "prLabels": ["preview"]},
+            "template": {
+                "aplicacao": {
+                    "chartRef": "oci://example/chart",
+                    "version": "0.5.5",
+                    "profile": "all-in-one",
+                    "valuesOverlay": {"replicas": 1, "nested": {"list": [1, "two", None]}},
+                },
+                "ttl": "2h",
+                "teardown": "OnAttested",
+                "postconditions": [{"kind": "HelmReleaseReleased", "params": {"name": "app"}}],
+                "exports": [
+                    {
+                        "source": {"testReport": {"configmap": "report", "key": "junit.xml", "format": "Junit"}},
+                        "channel": {"natsSubject": {"subject": "runs.{{run_id}}", "stream": "RUNS"}},
+                        "when": "Always",
+                    }
+                ],
+                "routing": {
+                    "hostnames": [{"app": "api", "instance": "pr-7"}],
+                    "backend": {"service": "api", "port": 8080, "ingressAnnotations": {"a": "b"}},
+                    "stableNameClaim": True,
+                    "priority": -5,
+                },
+            },
+        },
+    }
+
+
+async def test_a_pool_with_every_newer_field_is_stored_without_pruning(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    doc = _pool("previews")
+    stored = await _objects(kube).create_namespaced_custom_object(GROUP, VERSION, namespace, "ephemeralpools", doc)
+    _assert_nothing_pruned(doc["spec"], stored["spec"])
+    pool = decode_pool(json.dumps(stored))
+    assert pool.spec.desired == 3
+
+
+async def test_an_allocation_and_its_status_are_stored(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    doc = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "EphemeralAllocation",
+        "metadata": {"name": "pr-7"},
+        "spec": {
+            "poolRef": {"name": "previews", "namespace": namespace},
+            "requestor": {"kind": "github-pr", "repo": "pleme-io/app", "prNumber": 7, "prLabels": ["preview"]},
+            "ttl": "3h",
+        },
+    }
+    objects = _objects(kube)
+    stored = await objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "ephemeralallocations", doc)
+    _assert_nothing_pruned(doc["spec"], stored["spec"])
+    status = {"status": {"phase": "Bound", "assignedProcess": {"name": "previews-0", "namespace": namespace}}}
+    patched = await objects.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        namespace,
+        "ephemeralallocations",
+        "pr-7",
+        status,
+        _content_type="application/merge-patch+json",
+    )
+    _assert_nothing_pruned(status["status"], patched["status"])
+    assert decode_allocation(json.dumps(patched)).status is not None
+
+
+async def test_the_cluster_scoped_process_table_takes_claims_in_status(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]]
+) -> None:
+    name = f"proc-{uuid.uuid4().hex[:8]}"
+    objects = _objects(kube)
+    doc = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ProcessTable", "metadata": {"name": name}, "spec": {}}
+    stored = await objects.create_cluster_custom_object(GROUP, VERSION, "processtables", doc)
+    try:
+        assert stored["spec"]["nextSequence"] == 1
+        assert stored["spec"]["sigtermTimeoutSeconds"] == 480
+        claim = {"holder": "ns/api", "pid": "seph.1.7", "grantedAt": "2026-05-19T12:00:00Z", "priority": 3}
+        status = {"status": {"claims": {"pleme-dev/api": claim}}}
+        patched = await objects.patch_cluster_custom_object_status(
+            GROUP, VERSION, "processtables", name, status, _content_type="application/merge-patch+json"
+        )
+        _assert_nothing_pruned(status["status"], patched["status"])
+        assert decode_table(json.dumps(patched)).status is not None
+    finally:
+        await objects.delete_cluster_custom_object(GROUP, VERSION, "processtables", name)
+
+
+# ----------------------------------------------------------------------------- rejection
+
+
+def _process(name: str, **spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "classification": {"pointType": "Gate", "substrate": "Observability"},
+        "intent": {"nix": {"flakeRef": "github:pleme-io/k8s", "attribute": "observability"}},
+    }
+    base.update(spec)
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Process", "metadata": {"name": name}, "spec": base}
+
+
+NIX = {"flakeRef": "github:pleme-io/k8s", "attribute": "observability"}
+FLUX = {"gitRepository": "flux-system", "path": "./apps"}
+
+BAD_PROCESSES = [
+    pytest.param(
+        {"classification": {"pointType": "gate", "substrate": "Observability"}},
+        "spec.classification.pointType",
+        'Unsupported value: "gate"',
+        id="a wrong enum spelling is rejected naming the field",
+    ),
+    pytest.param(
+        {"classification": {"pointType": "Gate"}},
+        "spec.classification.substrate",
+        "Required value",
+        id="a missing required field is rejected naming the field",
+    ),
+    pytest.param(
+        {"intent": {"nix": NIX, "flux": FLUX}},
+        "spec.intent",
+        "intent has multiple variants set; exactly one required",
+        id="two intent variants are rejected with the model's message",
+    ),
+    pytest.param(
+        {"intent": {}},
+        "spec.intent",
+        "intent has no variant set (one of nix/flux/lisp/container/aplicacao/guest required)",
+        id="an empty intent is rejected with the model's message",
+    ),
+    pytest.param(
+        {"lifetime": {"permanent": {}, "ephemeral": {}}},
+        "spec.lifetime",
+        "lifetime has multiple variants set; at most one required",
+        id="both lifetimes are rejected",
+    ),
+    pytest.param(
+        {
+            "lifetime": {
+                "ephemeral": {
+                    "exports": [
+                        {"source": {"receipts": {}}, "channel": {"stdout": {}, "httpEvent": {"signalType": "x"}}}
+                    ]
+                }
+            }
+        },
+        "spec.lifetime.ephemeral.exports[0].channel",
+        "must validate one and only one schema (oneOf)",
+        id="an export channel with two slots is rejected naming the list element",
+    ),
+    pytest.param(
+        {"signals": {"sigtermGraceSeconds": -1}},
+        "spec.signals.sigtermGraceSeconds",
+        "greater than or equal to 0",
+        id="a negative u32 is rejected",
+    ),
+    pytest.param(
+        {"routing": {"backend": {"service": "api", "port": 70000}}},
+        "spec.routing.backend.port",
+        "less than or equal to 65535",
+        id="a port above u16 is rejected",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "field", "fragment"), BAD_PROCESSES)
+async def test_the_api_server_rejects_a_bad_process_naming_the_field(
+    kube: client.ApiClient,
+    tatara_crds: list[dict[str, Any]],
+    namespace: str,
+    spec: dict[str, Any],
+    field: str,
+    fragment: str,
+) -> None:
+    with pytest.raises(ApiException) as caught:
+        await _objects(kube).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "processes", _process("bad", **spec)
+        )
+    assert caught.value.status == 422
+    message = json.loads(caught.value.body)["message"]
+    assert field in message
+    assert fragment in message
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        pytest.param(
+            {"classification": {"pointType": "gate", "substrate": "Observability"}},
+            "$.spec.classification.pointType",
+            id="our decoder names the field of a wrong enum spelling",
+        ),
+        pytest.param(
+            {"classification": {"pointType": "Gate"}},
+            "$.spec.classification",
+            id="our decoder names the object missing a required field",
+        ),
+        pytest.param(
+            {"intent": {"nix": NIX, "flux": FLUX}},
+            "intent has multiple variants set",
+            id="our decoder rejects two intent variants when validating",
+        ),
+    ],
+)
+def test_our_decoder_rejects_the_same_documents(spec: dict[str, Any], fragment: str) -> None:
+    with pytest.raises((DecodeError, InvalidSpecError)) as caught:
+        decode_process(json.dumps(_process("bad", **spec)), validate=True)
+    assert fragment in str(caught.value)
+
+
+async def test_the_status_subresource_takes_releasing_and_rejects_an_unknown_phase(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    objects = _objects(kube)
+    await objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "processes", _process("p"))
+    patched = await objects.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        namespace,
+        "processes",
+        "p",
+        {"status": {"phase": "Releasing", "pid": "seph.1"}},
+        _content_type="application/merge-patch+json",
+    )
+    assert patched["status"]["phase"] == "Releasing"
+    assert patched["status"]["children"] == []  # server-side default from the model
+    with pytest.raises(ApiException) as caught:
+        await objects.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            "processes",
+            "p",
+            {"status": {"phase": "Sleeping"}},
+            _content_type="application/merge-patch+json",
+        )
+    assert caught.value.status == 422
+    assert "status.phase" in json.loads(caught.value.body)["message"]
+
+
+async def test_a_pool_with_an_unknown_replacement_policy_is_rejected(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    doc = _pool("bad")
+    doc["spec"]["replacementPolicy"] = "Sometimes"
+    with pytest.raises(ApiException) as caught:
+        await _objects(kube).create_namespaced_custom_object(GROUP, VERSION, namespace, "ephemeralpools", doc)
+    assert caught.value.status == 422
+    assert "spec.replacementPolicy" in json.loads(caught.value.body)["message"]
