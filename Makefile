@@ -32,5 +32,9 @@ unit: $(BIN)/.installed
 control-plane: $(BIN)/.installed
 	$(BIN)/tatara control-plane build
 
+## crds: regenerate charts/*/crds from the models (the drift test fails until you do)
+crds: $(BIN)/.installed
+	$(BIN)/python -m tools.gen_crds
+
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache

@@ -5,7 +5,8 @@ free loopback ports, generated certificates, an admin client certificate in
 ``system:masters``, ``--authorization-mode=RBAC``, readiness on ``/readyz``, every
 process in its own process group, SIGTERM then SIGKILL after a grace period,
 apiserver stopped before etcd, temp directory removed. Each child also gets
-``PR_SET_PDEATHSIG`` so it dies with its parent even if the parent is SIGKILLed.
+``PR_SET_PDEATHSIG`` so it dies with its parent even if the parent is SIGKILLed (when
+started from the main thread: the signal is tied to the forking thread).
 
 kube-controller-manager runs only the garbage-collector, namespace and serviceaccount
 controllers, so ownerReference cascades and namespace deletion are real (notes §4).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import shutil
@@ -23,6 +25,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -78,10 +81,13 @@ class _Component:
 
     def start(self) -> None:
         log.debug("starting %s: %s", self.name, " ".join(self.args))
+        # PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it is only safe from the
+        # main thread; a component (re)started from a worker thread relies on stop() alone.
+        on_main_thread = threading.current_thread() is threading.main_thread()
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
                 self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                start_new_session=True, preexec_fn=_die_with_parent if on_main_thread else None,
             )
 
     def log_tail(self, lines: int = 30) -> str:
@@ -122,6 +128,7 @@ class LocalControlPlane:
     controller_manager: bool = True
     work_dir: Path | None = None
     server: str = ""
+    etcd_url: str = ""
     dir: Path = field(default=Path())
     _ca: CertificateAuthority | None = None
     _components: list[_Component] = field(default_factory=list)
@@ -184,6 +191,50 @@ class LocalControlPlane:
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver (SIGTERM) and start it again on the same port; wait for ``/readyz``.
+
+        Clients see their connections drop and watches end, as in a control-plane upgrade.
+        The new apiserver's watch cache starts at etcd's current revision.
+        """
+        component = self._component("kube-apiserver")
+        component.stop()
+        component.start()
+        self._wait(component, lambda: _http_ok(f"{self.server}/readyz", self._admin_ssl()))
+
+    @contextlib.contextmanager
+    def apiserver_paused(self) -> Iterator[None]:
+        """SIGSTOP kube-apiserver for the ``with`` block: connections stay open, no byte flows."""
+        proc = self._component("kube-apiserver").process
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (through etcd's JSON gateway).
+
+        Watches from an older resourceVersion that reach etcd then fail with 410 Gone.
+        Returns the revision compacted to.
+        """
+        header = _post_json(f"{self.etcd_url}/v3/kv/range", {"key": "AA=="})["header"]
+        revision = int(header["revision"])
+        _post_json(f"{self.etcd_url}/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+    def _component(self, name: str) -> _Component:
+        for component in self._components:
+            if component.name == name:
+                return component
+        raise ControlPlaneError(f"{name} is not running")
+
+    def _admin_ssl(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        ctx.load_cert_chain(str(self.dir / "admin.crt"), str(self.dir / "admin.key"))
+        return ctx
+
     def pids(self) -> list[int]:
         """PIDs of the running component processes."""
         return [c.process.pid for c in self._components if c.process and c.process.poll() is None]
@@ -202,7 +253,7 @@ class LocalControlPlane:
         (d / "sa.pub").write_bytes(sa_public)
 
         etcd_client, etcd_peer, api_port = free_port(), free_port(), free_port()
-        etcd_url = f"http://127.0.0.1:{etcd_client}"
+        etcd_url = self.etcd_url = f"http://127.0.0.1:{etcd_client}"
         self.server = f"https://127.0.0.1:{api_port}"
         self._write_kubeconfig(self.kubeconfig, ADMIN_USER, admin_cert, admin_key)
         (d / "etcd").mkdir()
@@ -240,8 +291,7 @@ class LocalControlPlane:
             "--endpoint-reconciler-type=none",
             "-v=1",
         ])
-        ssl_ctx = ssl.create_default_context(cafile=str(self.ca_file))
-        ssl_ctx.load_cert_chain(str(admin_cert), str(admin_key))
+        ssl_ctx = self._admin_ssl()
         self._wait(apiserver, lambda: _http_ok(f"{self.server}/readyz", ssl_ctx))
 
         if self.controller_manager:
@@ -297,6 +347,13 @@ class LocalControlPlane:
         }
         path.touch(mode=0o600)
         path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        result: dict[str, Any] = json.loads(resp.read())
+        return result
 
 
 def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:

@@ -55,6 +55,7 @@ async def wait_for(
 
 async def install_crds_async(api: client.ApiClient, docs: Iterable[dict[str, Any]], timeout: float = 60.0) -> None:
     """Create (or replace) each CRD in ``docs`` and wait until all are ``Established``."""
+    docs = list(docs)
     ext = client.ApiextensionsV1Api(api)
     names = []
     for doc in docs:
@@ -76,6 +77,23 @@ async def install_crds_async(api: client.ApiClient, docs: Iterable[dict[str, Any
             return any(c.type == "Established" and c.status == "True" for c in conditions)
 
         await wait_for(established, timeout=timeout, what=f"CRD {name} Established")
+
+    # Right after Established the API server may still answer 429 "storage is (re)initializing".
+    custom = client.CustomObjectsApi(api)
+    for doc in docs:
+        spec = doc["spec"]
+        version = next(v["name"] for v in spec["versions"] if v.get("served", True))
+
+        async def listable(spec: dict[str, Any] = spec, version: str = version) -> bool:
+            try:
+                await custom.list_cluster_custom_object(spec["group"], version, spec["names"]["plural"], limit=1)
+            except ApiException as err:
+                if err.status in (404, 429, 503):
+                    return False
+                raise
+            return True
+
+        await wait_for(listable, timeout=timeout, what=f"{spec['names']['plural']} to be listable")
 
 
 def install_crds(kubeconfig: Path, docs: Iterable[dict[str, Any]], timeout: float = 60.0) -> None:

@@ -1,0 +1,349 @@
+"""The Kubernetes API client both binaries share.
+
+kubernetes-asyncio supplies configuration and authentication only (kubeconfig,
+in-cluster service-account token re-read every minute, exec plugins, client certs);
+requests go through its one aiohttp session, with an explicit timeout and explicit
+``Content-Type``/``Accept`` on every call, and bodies stay raw bytes that callers decode
+with msgspec into our Structs (DESIGN §4 "Client"). Failures raise the typed errors of
+:mod:`shared.kube.errors`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
+
+import aiohttp
+import msgspec
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient, Configuration
+
+from shared import __version__
+from shared.kube.errors import ApiError, Unauthorized, api_error
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds allowed for one non-watch request (connect + response)."""
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+"""Server-side apply; a JSON document is valid YAML, so the body stays JSON."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One API resource: group/version/plural plus its kind and scope.
+
+    ``group`` is ``""`` for the core API (paths under ``/api/v1``).
+    """
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``<group>/<version>``, or just ``<version>`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """The request path, e.g. ``/apis/g/v1/namespaces/ns/plural/name/status``.
+
+        ``namespace`` None on a namespaced resource means "all namespaces" (list/watch only).
+        """
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+EVENTS = Resource("", "v1", "events", "Event")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+CUSTOM_RESOURCE_DEFINITIONS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
+
+
+class WatchEvent(msgspec.Struct, frozen=True):
+    """One line of a watch stream: ``type`` is ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.
+
+    ``object`` is left undecoded (msgspec.Raw) so the informer decodes it into its own type.
+    """
+
+    type: str
+    object: msgspec.Raw
+
+
+_event_decoder = msgspec.json.Decoder(WatchEvent)
+
+
+class KubeClient:
+    """Raw-bytes access to the API server over one shared HTTP session.
+
+    Build with :meth:`from_kubeconfig`, :meth:`in_cluster` or :meth:`connect`; ``await
+    close()`` when done (or ``async with``).
+
+    Args:
+        api: a kubernetes-asyncio ``ApiClient`` whose configuration is loaded.
+        timeout: default seconds per request (:data:`DEFAULT_TIMEOUT`).
+        user_agent: sent as ``User-Agent``.
+    """
+
+    def __init__(self, api: ApiClient, *, timeout: float = DEFAULT_TIMEOUT, user_agent: str | None = None) -> None:
+        self._api = api
+        self._config: Configuration = api.configuration
+        self.timeout = timeout
+        self.user_agent = user_agent or f"tatara/{__version__}"
+        self.host = str(self._config.host).rstrip("/")
+        self.hostname = urlsplit(self.host).netloc
+        self.on_response: list[Any] = []
+        """Callbacks ``(method, code, host)`` run after each response (e.g. rest_client_requests_total)."""
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    async def from_kubeconfig(
+        cls, path: str | os.PathLike[str] | None = None, context: str | None = None, **kwargs: Any
+    ) -> KubeClient:
+        """A client for ``path`` (default ``$KUBECONFIG`` or ``~/.kube/config``)."""
+        configuration = Configuration()
+        await kube_config.load_kube_config(
+            config_file=str(path) if path else None, context=context, client_configuration=configuration)
+        return cls(ApiClient(configuration), **kwargs)
+
+    @classmethod
+    def in_cluster(cls, **kwargs: Any) -> KubeClient:
+        """A client from the pod's service account (token re-read at least every minute)."""
+        configuration = Configuration()
+        kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(ApiClient(configuration), **kwargs)
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | os.PathLike[str] | None = None, **kwargs: Any) -> KubeClient:
+        """In-cluster when running in a pod and no kubeconfig is given, else from the kubeconfig."""
+        if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and not os.environ.get("KUBECONFIG"):
+            return cls.in_cluster(**kwargs)
+        return await cls.from_kubeconfig(Path(kubeconfig) if kubeconfig else None, **kwargs)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- the one request path ------------------------------------------------------------
+
+    @property
+    def _session(self) -> aiohttp.ClientSession:
+        session: aiohttp.ClientSession = self._api.rest_client.pool_manager
+        return session
+
+    async def _headers(self, content_type: str | None, accept: str) -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": self.user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        for setting in (await self._config.auth_settings()).values():
+            headers[setting["key"]] = setting["value"]
+        return headers
+
+    def _url(self, path: str, query: Mapping[str, Any] | None) -> str:
+        url = self.host + path
+        if query:
+            pairs = {k: ("true" if v is True else "false" if v is False else v)
+                     for k, v in query.items() if v is not None}
+            if pairs:
+                url += "?" + urlencode(pairs)
+        return url
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        request_timeout: float | None = None,
+    ) -> bytes:
+        """Send one request and return the response body.
+
+        A 401 is retried once after re-reading credentials (token rotation).
+
+        Raises:
+            ApiError: a typed subclass for the response status (404 → NotFound, ...);
+                status 0 when the connection failed or timed out.
+        """
+        if body is not None and content_type is None:
+            content_type = JSON
+        for attempt in (1, 2):
+            headers = await self._headers(content_type, JSON)
+            client_timeout = aiohttp.ClientTimeout(total=request_timeout or self.timeout)
+            try:
+                async with self._session.request(
+                    method, self._url(path, query), data=body, headers=headers, timeout=client_timeout
+                ) as resp:
+                    data = await resp.read()
+                    self._observe(method, resp.status)
+                    if 200 <= resp.status < 300:
+                        return data
+                    error = api_error(resp.status, data)
+            except (TimeoutError, aiohttp.ClientError) as err:
+                self._observe(method, 0)
+                raise ApiError(0, type(err).__name__, f"{method} {path}: {err}") from err
+            if isinstance(error, Unauthorized) and attempt == 1:
+                continue
+            raise error
+        raise AssertionError("unreachable")
+
+    def _observe(self, method: str, code: int) -> None:
+        for callback in self.on_response:
+            callback(method, str(code) if code else "<error>", self.hostname)
+
+    # -- verbs ----------------------------------------------------------------------------
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None,
+                  *, subresource: str | None = None) -> bytes:
+        """GET one object; raw JSON bytes. Raises NotFound when absent."""
+        return await self.request("GET", resource.path(namespace, name, subresource))
+
+    async def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+        request_timeout: float | None = None,
+    ) -> bytes:
+        """One LIST page; raw JSON bytes (``metadata.continue`` names the next page)."""
+        query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit,
+                 "continue": continue_, "resourceVersion": resource_version}
+        return await self.request("GET", resource.path(namespace), query=query, request_timeout=request_timeout)
+
+    async def create(self, resource: Resource, body: bytes | Any, namespace: str | None = None) -> bytes:
+        """POST a new object (``body`` as JSON bytes or any msgspec-encodable value). Raises Conflict if it exists."""
+        return await self.request("POST", resource.path(namespace), body=_encode(body))
+
+    async def replace(self, resource: Resource, name: str, body: bytes | Any, namespace: str | None = None,
+                      *, subresource: str | None = None) -> bytes:
+        """PUT the whole object; its ``metadata.resourceVersion`` is the optimistic-lock precondition."""
+        return await self.request("PUT", resource.path(namespace, name, subresource), body=_encode(body))
+
+    async def merge_patch(self, resource: Resource, name: str, patch: bytes | Any, namespace: str | None = None,
+                          *, subresource: str | None = None) -> bytes:
+        """JSON merge patch (RFC 7386): ``None`` values delete keys; lists are replaced whole."""
+        return await self.request("PATCH", resource.path(namespace, name, subresource),
+                                  body=_encode(patch), content_type=MERGE_PATCH)
+
+    async def json_patch(self, resource: Resource, name: str, operations: builtins.list[dict[str, Any]],
+                         namespace: str | None = None, *, subresource: str | None = None) -> bytes:
+        """JSON patch (RFC 6902); a failed ``test`` operation raises Invalid (422)."""
+        return await self.request("PATCH", resource.path(namespace, name, subresource),
+                                  body=_encode(operations), content_type=JSON_PATCH)
+
+    async def apply(self, resource: Resource, name: str, obj: bytes | Any, namespace: str | None = None, *,
+                    field_manager: str, force: bool = True, subresource: str | None = None) -> bytes:
+        """Server-side apply ``obj`` (must carry apiVersion and kind) as ``field_manager``."""
+        return await self.request(
+            "PATCH", resource.path(namespace, name, subresource),
+            query={"fieldManager": field_manager, "force": force}, body=_encode(obj), content_type=APPLY_PATCH)
+
+    async def delete(self, resource: Resource, name: str, namespace: str | None = None, *,
+                     propagation_policy: str | None = None, uid: str | None = None,
+                     resource_version: str | None = None) -> bytes:
+        """DELETE, optionally with preconditions (uid / resourceVersion) and a propagation policy."""
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if preconditions:
+            options["preconditions"] = preconditions
+        return await self.request("DELETE", resource.path(namespace, name), body=_encode(options))
+
+    async def watch(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        inactivity_timeout: float,
+        label_selector: str | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[WatchEvent]:
+        """Stream watch events from ``resource_version`` until the server ends the watch.
+
+        Args:
+            timeout_seconds: the server-side watch timeout (the server closes the stream then).
+            inactivity_timeout: seconds without any byte (events or bookmarks) after which the
+                stream is treated as stalled.
+
+        Raises:
+            WatchStalled: no byte arrived for ``inactivity_timeout`` seconds.
+            ApiError: the watch request was refused (e.g. Gone on an expired resourceVersion).
+        """
+        query = {"watch": True, "resourceVersion": resource_version, "allowWatchBookmarks": allow_bookmarks,
+                 "timeoutSeconds": timeout_seconds, "labelSelector": label_selector}
+        headers = await self._headers(None, JSON)
+        client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=inactivity_timeout)
+        try:
+            async with self._session.get(self._url(resource.path(namespace), query), headers=headers,
+                                         timeout=client_timeout) as resp:
+                self._observe("WATCH", resp.status)
+                if resp.status != 200:
+                    raise api_error(resp.status, await resp.read())
+                while True:
+                    line = await resp.content.readline()
+                    if not line:
+                        return
+                    if line.strip():
+                        yield _event_decoder.decode(line)
+        except (TimeoutError, aiohttp.ServerTimeoutError) as err:
+            raise WatchStalled(0, "WatchStalled", f"no data for {inactivity_timeout} s") from err
+        except aiohttp.ClientError as err:
+            raise ApiError(0, type(err).__name__, f"watch {resource.path(namespace)}: {err}") from err
+
+
+class WatchStalled(ApiError):
+    """A watch delivered no byte (not even a bookmark) within the inactivity deadline."""
+
+
+def _encode(value: bytes | Any) -> bytes:
+    return value if isinstance(value, bytes) else msgspec.json.encode(value)
+
+
+def decode(raw: bytes, into: type[T]) -> T:
+    """Decode API JSON ``raw`` into ``into`` (a msgspec Struct, dict, ...) with msgspec.
+
+    Raises:
+        msgspec.ValidationError: the JSON does not match ``into`` (the message names the field path).
+    """
+    return msgspec.json.decode(raw, type=into)
+
+
+__all__ = [
+    "APPLY_PATCH", "CONFIG_MAPS", "CUSTOM_RESOURCE_DEFINITIONS", "EVENTS", "JSON", "JSON_PATCH", "LEASES",
+    "MERGE_PATCH", "NAMESPACES", "ApiError", "KubeClient", "Resource", "WatchEvent", "WatchStalled", "decode",
+]

@@ -1,0 +1,359 @@
+"""An informer: a LIST+WATCH loop that keeps a local cache of one resource and reports changes.
+
+Behaviour (DESIGN §4 "Informer"; spec/runtime-anchors.md §1 and §6):
+
+- paginated LIST (``limit`` :data:`PAGE_SIZE`), then WATCH from the list's
+  resourceVersion with ``allowWatchBookmarks=true`` and a server ``timeoutSeconds``
+  randomized in [min, 2·min) (client-go: 5–10 min);
+- resume from the last seen resourceVersion (event or bookmark) when a watch ends;
+- a client-side inactivity deadline: no byte (not even a bookmark) for
+  ``inactivity_timeout`` seconds → the watch is dropped and restarted;
+- 410 Gone / expired resourceVersion → relist; the new list is diffed against the cache
+  and deletes that happened meanwhile are synthesized, so handlers never miss one;
+- errors → exponential backoff with jitter (0.8 s → 30 s, ×2; client-go's reflector),
+  reset after a healthy watch; a 401 re-reads credentials (the client does it);
+- ``managedFields`` never reach the cache: objects are decoded into Structs that do not
+  declare it;
+- indexers (name → function from object to index values) and :attr:`has_synced`.
+
+The informer works without a controller: handlers are plain callables.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Generic, Protocol, TypeVar
+
+import anyio
+import msgspec
+
+from shared.kube.client import KubeClient, Resource, WatchEvent, WatchStalled
+from shared.kube.errors import ApiError, Gone, status_error
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 500
+"""Objects per LIST page (kube-rs's default)."""
+
+MIN_WATCH_TIMEOUT = 300
+"""Seconds; the server watch timeout is drawn from [MIN, 2·MIN) (client-go reflector)."""
+
+INACTIVITY_TIMEOUT = 90.0
+"""Seconds without a byte before a watch counts as stalled (bookmarks arrive about every minute)."""
+
+
+class _Meta(Protocol):
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def resource_version(self) -> str | None: ...
+
+
+class KubeObject(Protocol):
+    """What the informer needs of a cached type: a ``metadata`` with name, namespace, resourceVersion."""
+
+    @property
+    def metadata(self) -> _Meta: ...
+
+
+T = TypeVar("T", bound=KubeObject)
+
+
+class EventType(Enum):
+    """What happened to a cached object."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+Handler = Callable[[EventType, "T | None", "T"], None]
+"""``handler(event_type, old, new)``: ``old`` is None for ADDED; for DELETED ``new`` is the last known state."""
+
+
+def object_key(obj: KubeObject) -> str:
+    """The cache key: ``<namespace>/<name>``, or ``<name>`` for cluster-scoped objects."""
+    meta = obj.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else str(meta.name)
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    # ``continue`` is a Python keyword: renamed on the wire
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _BookmarkMeta(msgspec.Struct):
+    resourceVersion: str = ""
+
+
+class _Bookmark(msgspec.Struct):
+    metadata: _BookmarkMeta
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with full jitter: ``initial · factor^n`` capped at ``cap`` seconds.
+
+    Defaults are client-go's reflector backoff (0.8 s, ×2, cap 30 s, jitter 1.0, reset after
+    2 min healthy) — spec/runtime-anchors.md §1 "Backoff/jitter on watch errors".
+    """
+
+    initial: float = 0.8
+    factor: float = 2.0
+    cap: float = 30.0
+    jitter: float = 1.0
+    reset_after: float = 120.0
+    rng: random.Random = field(default_factory=random.Random)
+    failures: int = 0
+
+    def next_delay(self) -> float:
+        """Seconds to wait before the next attempt; each call counts one more failure."""
+        base = min(self.cap, self.initial * self.factor**self.failures)
+        self.failures += 1
+        return base * (1 + self.jitter * self.rng.random())
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+@dataclass
+class InformerStats:
+    """Counters for tests and metrics: how often the informer listed, watched, stalled, failed."""
+
+    lists: int = 0
+    watches: int = 0
+    relists_after_gone: int = 0
+    stalls: int = 0
+    errors: int = 0
+    synthesized_deletes: int = 0
+
+
+class Informer(Generic[T]):
+    """Cache and change feed for one resource (optionally one namespace / label selector).
+
+    Args:
+        client: the shared :class:`KubeClient`.
+        resource: what to list and watch.
+        decode_type: msgspec Struct type of one object (declare only the fields you need;
+            unknown fields such as ``managedFields`` are dropped).
+        namespace: restrict to one namespace (None: all namespaces / cluster-scoped).
+        label_selector: optional label selector.
+        inactivity_timeout: seconds without a byte before the watch is restarted.
+        min_watch_timeout: seconds; see :data:`MIN_WATCH_TIMEOUT`.
+        backoff: error backoff policy.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        decode_type: type[T],
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        inactivity_timeout: float = INACTIVITY_TIMEOUT,
+        min_watch_timeout: int = MIN_WATCH_TIMEOUT,
+        page_size: int = PAGE_SIZE,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.inactivity_timeout = inactivity_timeout
+        self.min_watch_timeout = min_watch_timeout
+        self.page_size = page_size
+        self.backoff = backoff or Backoff()
+        self._rng = rng or random.Random()
+        self._object_decoder = msgspec.json.Decoder(decode_type)
+        self._page_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
+            _page_type(decode_type))
+        self._bookmark_decoder = msgspec.json.Decoder(_Bookmark)
+        self._store: dict[str, T] = {}
+        self._indexers: dict[str, Callable[[T], Iterable[str]]] = {}
+        self._indices: dict[str, dict[str, set[str]]] = {}
+        self._handlers: list[Callable[[EventType, T | None, T], None]] = []
+        self._synced = anyio.Event()
+        self.resource_version: str = ""
+        """The last resourceVersion seen (list, event or bookmark); the watch resumes from it."""
+        self.stats = InformerStats()
+
+    # -- reading the cache --------------------------------------------------------------
+
+    @property
+    def has_synced(self) -> bool:
+        """True once the first LIST has been stored (and handlers told about it)."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    def get(self, key: str) -> T | None:
+        """The cached object for ``<namespace>/<name>`` (or ``<name>``), or None."""
+        return self._store.get(key)
+
+    def objects(self) -> list[T]:
+        """Every cached object (a snapshot list)."""
+        return list(self._store.values())
+
+    def keys(self) -> list[str]:
+        return list(self._store)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def add_indexer(self, name: str, index: Callable[[T], Iterable[str]]) -> None:
+        """Register an index ``name``; ``index(obj)`` returns the values ``obj`` is filed under.
+
+        Raises:
+            ValueError: an indexer of that name exists already.
+        """
+        if name in self._indexers:
+            raise ValueError(f"indexer {name!r} already registered")
+        self._indexers[name] = index
+        self._indices[name] = {}
+        for key, obj in self._store.items():
+            self._index(name, key, obj)
+
+    def by_index(self, name: str, value: str) -> list[T]:
+        """Cached objects that index ``name`` files under ``value``.
+
+        Raises:
+            KeyError: no indexer called ``name``.
+        """
+        return [self._store[k] for k in sorted(self._indices[name].get(value, ()))]
+
+    def add_handler(self, handler: Callable[[EventType, T | None, T], None]) -> None:
+        """Call ``handler(type, old, new)`` on every change (including those a relist synthesizes)."""
+        self._handlers.append(handler)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List and watch until cancelled. Never returns normally; errors are retried with backoff."""
+        while True:
+            try:
+                if not self.resource_version:
+                    await self._relist()
+                await self._watch_once()
+            except Gone:
+                log.info("%s: resourceVersion %s expired, relisting", self.resource.plural, self.resource_version)
+                self.stats.relists_after_gone += 1
+                self.resource_version = ""
+            except WatchStalled:
+                log.warning("%s: watch stalled for %.0f s, restarting", self.resource.plural,
+                            self.inactivity_timeout)
+                self.stats.stalls += 1
+            except ApiError as err:
+                self.stats.errors += 1
+                delay = self.backoff.next_delay()
+                log.warning("%s: %s; retrying in %.1f s", self.resource.plural, err, delay)
+                await anyio.sleep(delay)
+
+    async def _relist(self) -> None:
+        fresh: dict[str, T] = {}
+        continue_token = ""
+        while True:
+            raw = await self.client.list(
+                self.resource, self.namespace, label_selector=self.label_selector,
+                limit=self.page_size, continue_=continue_token or None)
+            page = self._page_decoder.decode(raw)
+            for item in page.items:
+                fresh[object_key(item)] = item
+            continue_token = page.metadata.continue_
+            if not continue_token:
+                version = page.metadata.resourceVersion
+                break
+        self.stats.lists += 1
+        self._replace(fresh)
+        self.resource_version = version
+        self._synced.set()
+
+    def _replace(self, fresh: dict[str, T]) -> None:
+        """Swap in a full list; tell handlers what changed, synthesizing deletes for vanished keys."""
+        old_store = self._store
+        for key in [k for k in old_store if k not in fresh]:
+            self.stats.synthesized_deletes += 1
+            self._apply(EventType.DELETED, key, old_store[key])
+        for key, obj in fresh.items():
+            previous = self._store.get(key)
+            if previous is None:
+                self._apply(EventType.ADDED, key, obj)
+            elif previous.metadata.resource_version != obj.metadata.resource_version:
+                self._apply(EventType.MODIFIED, key, obj)
+
+    async def _watch_once(self) -> None:
+        timeout = self.min_watch_timeout + int(self._rng.random() * self.min_watch_timeout)
+        self.stats.watches += 1
+        healthy_since = anyio.current_time()
+        async for event in self.client.watch(
+            self.resource, self.namespace, resource_version=self.resource_version,
+            timeout_seconds=timeout, inactivity_timeout=self.inactivity_timeout,
+            label_selector=self.label_selector,
+        ):
+            self._on_event(event)
+            if anyio.current_time() - healthy_since > self.backoff.reset_after:
+                self.backoff.reset()
+        if anyio.current_time() - healthy_since > 1.0:
+            self.backoff.reset()
+
+    def _on_event(self, event: WatchEvent) -> None:
+        if event.type == "ERROR":
+            raise status_error(bytes(event.object))
+        if event.type == "BOOKMARK":
+            version = self._bookmark_decoder.decode(event.object).metadata.resourceVersion
+            if version:
+                self.resource_version = version
+            return
+        obj = self._object_decoder.decode(event.object)
+        key = object_key(obj)
+        if event.type == "DELETED":
+            self._apply(EventType.DELETED, key, obj)
+        elif event.type in ("ADDED", "MODIFIED"):
+            self._apply(EventType.MODIFIED if key in self._store else EventType.ADDED, key, obj)
+        if obj.metadata.resource_version:
+            self.resource_version = obj.metadata.resource_version
+
+    def _apply(self, kind: EventType, key: str, obj: T) -> None:
+        old = self._store.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        if kind is EventType.DELETED:
+            self._store.pop(key, None)
+        else:
+            self._store[key] = obj
+            for name in self._indexers:
+                self._index(name, key, obj)
+        for handler in self._handlers:
+            try:
+                handler(kind, old, obj)
+            except Exception:
+                log.exception("%s: event handler failed for %s", self.resource.plural, key)
+
+    def _index(self, name: str, key: str, obj: T) -> None:
+        for value in self._indexers[name](obj):
+            self._indices[name].setdefault(value, set()).add(key)
+
+    def _unindex(self, key: str, obj: T) -> None:
+        for name, index in self._indexers.items():
+            for value in index(obj):
+                keys = self._indices[name].get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._indices[name][value]
+
+
+def _page_type(item: type[Any]) -> type[Any]:
+    """A Struct type for one LIST page of ``item`` objects."""
+    return msgspec.defstruct(
+        f"{item.__name__}List", [("metadata", _ListMeta, msgspec.field(default_factory=_ListMeta)),
+                                 ("items", list[item], msgspec.field(default_factory=list))])  # type: ignore[valid-type]

@@ -1,0 +1,140 @@
+"""The informer against a real API server: list+watch, restarts, 410 relists, stalled watches."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import msgspec
+import pytest
+
+from shared.controlplane import LocalControlPlane
+from shared.kube.client import CONFIG_MAPS, KubeClient
+from shared.kube.informer import EventType, Informer
+from tests.integration.kube.conftest import ConfigMap
+from tests.support.kube import wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+class _List(msgspec.Struct):
+    items: list[ConfigMap]
+
+
+async def fresh_list(client: KubeClient, namespace: str) -> dict[str, str]:
+    """name → resourceVersion from a LIST made now, independent of the informer."""
+    page = msgspec.json.decode(await client.list(CONFIG_MAPS, namespace), type=_List)
+    return {cm.metadata.name or "": cm.metadata.resource_version or "" for cm in page.items}
+
+
+def cached(informer: Informer[ConfigMap]) -> dict[str, str]:
+    return {cm.metadata.name or "": cm.metadata.resource_version or "" for cm in informer.objects()}
+
+
+async def converged(client: KubeClient, informer: Informer[ConfigMap], namespace: str) -> None:
+    async def same() -> bool:
+        return cached(informer) == await fresh_list(client, namespace)
+
+    await wait_for(same, timeout=30, what="informer cache to equal a fresh LIST")
+
+
+@asynccontextmanager
+async def running(informer: Informer[ConfigMap]) -> AsyncIterator[Informer[ConfigMap]]:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(informer.run)
+        with anyio.fail_after(30):
+            await informer.wait_synced()
+        yield informer
+        tg.cancel_scope.cancel()
+
+
+async def cm(client: KubeClient, namespace: str, name: str, **data: str) -> None:
+    await client.create(CONFIG_MAPS, {"metadata": {"name": name}, "data": data}, namespace)
+
+
+async def test_lists_then_watches_adds_updates_and_deletes(kclient: KubeClient, ns: str) -> None:
+    for i in range(3):
+        await cm(kclient, ns, f"pre-{i}")
+    events: list[tuple[EventType, str]] = []
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns, page_size=2)
+    informer.add_handler(lambda t, old, new: events.append((t, new.metadata.name or "")))
+    async with running(informer):
+        assert sorted(informer.keys()) == [f"{ns}/pre-0", f"{ns}/pre-1", f"{ns}/pre-2"]
+        await cm(kclient, ns, "later", colour="red")
+        await kclient.merge_patch(CONFIG_MAPS, "pre-0", {"data": {"x": "1"}}, ns)
+        await kclient.delete(CONFIG_MAPS, "pre-1", ns)
+        await converged(kclient, informer, ns)
+        assert informer.get(f"{ns}/later") is not None
+        assert informer.get(f"{ns}/later").data == {"colour": "red"}  # type: ignore[union-attr]
+    assert informer.stats.lists == 1
+    assert (EventType.ADDED, "later") in events
+    assert (EventType.MODIFIED, "pre-0") in events
+    assert (EventType.DELETED, "pre-1") in events
+
+
+async def test_indexer_files_objects_by_a_label(kclient: KubeClient, ns: str) -> None:
+    await kclient.create(CONFIG_MAPS, {"metadata": {"name": "a", "labels": {"team": "x"}}}, ns)
+    await kclient.create(CONFIG_MAPS, {"metadata": {"name": "b", "labels": {"team": "y"}}}, ns)
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns)
+    informer.add_indexer("team", lambda o: [o.metadata.labels["team"]] if "team" in o.metadata.labels else [])
+    async with running(informer):
+        assert [o.metadata.name for o in informer.by_index("team", "x")] == ["a"]
+        await kclient.merge_patch(CONFIG_MAPS, "b", {"metadata": {"labels": {"team": "x"}}}, ns)
+
+        async def both_in_x() -> bool:
+            return [o.metadata.name for o in informer.by_index("team", "x")] == ["a", "b"]
+
+        await wait_for(both_in_x, what="b re-indexed under team=x")
+        assert informer.by_index("team", "y") == []
+
+
+async def test_restarting_the_apiserver_mid_watch_loses_no_event(
+    private_plane: LocalControlPlane, kclient: KubeClient, ns: str
+) -> None:
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns)
+    async with running(informer):
+        await cm(kclient, ns, "before")
+        await anyio.to_thread.run_sync(private_plane.restart_apiserver)
+        await cm(kclient, ns, "after")
+        await kclient.merge_patch(CONFIG_MAPS, "before", {"data": {"k": "v"}}, ns)
+        await converged(kclient, informer, ns)
+        assert informer.stats.watches >= 2
+
+
+async def test_an_expired_resource_version_relists_and_synthesizes_deletes(
+    private_plane: LocalControlPlane, kclient: KubeClient, ns: str
+) -> None:
+    for name in ("keep", "doomed"):
+        await cm(kclient, ns, name)
+    deleted: list[str] = []
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns)
+    informer.add_handler(
+        lambda t, old, new: deleted.append(new.metadata.name or "") if t is EventType.DELETED else None)
+    async with running(informer):
+        pass  # synced; the informer is now stopped with a resourceVersion in hand
+    await kclient.delete(CONFIG_MAPS, "doomed", ns)
+    for i in range(5):
+        await cm(kclient, ns, f"churn-{i}")
+    await anyio.to_thread.run_sync(private_plane.restart_apiserver)
+    await anyio.to_thread.run_sync(private_plane.compact_etcd)
+    async with running(informer):
+        await converged(kclient, informer, ns)
+    assert informer.stats.relists_after_gone >= 1
+    assert deleted == ["doomed"]
+    assert informer.stats.synthesized_deletes == 1
+
+
+async def test_a_stalled_watch_is_detected_and_restarted(
+    private_plane: LocalControlPlane, kclient: KubeClient, ns: str
+) -> None:
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns, inactivity_timeout=1.0)
+    async with running(informer):
+        with private_plane.apiserver_paused():
+            await wait_for(lambda: _true_if(informer.stats.stalls >= 1), timeout=30, what="stall detection")
+        await cm(kclient, ns, "after-stall")
+        await converged(kclient, informer, ns)
+
+
+async def _true_if(condition: bool) -> bool:
+    return condition
