@@ -80,8 +80,12 @@ class WireStruct(
     frozen=True,
     rename="camel",
     omit_defaults=True,
+    gc=False,
 ):
     """Base of every wire type: frozen, keyword-only, camelCase keys.
+
+    ``gc=False``: instances are trees of values, never part of a reference cycle, so
+    the garbage collector need not track them (smaller and faster to decode).
 
     Unknown keys are ignored on decode (process-crd §2.2). Use
     ``msgspec.structs.replace`` to derive a changed copy.
