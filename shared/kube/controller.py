@@ -1,0 +1,253 @@
+"""A controller: informers feed a work queue of object keys; workers call the reconciler.
+
+Level-triggered, as controller-runtime (STYLE.md): the reconciler receives only a
+:class:`Request` (namespace/name), reads the world from the informer caches and
+converges it, returning :class:`Result` (done, or requeue after N seconds) or raising
+(→ per-key exponential backoff; :class:`TerminalError` → not retried).
+
+- the primary informer enqueues its own keys, filtered by predicates; the default
+  :func:`generation_or_metadata_changed` drops events caused only by status writes
+  (ours included), so a status patch never retriggers its own reconcile;
+- secondary informers map objects to primaries by controller ownerReference
+  (:meth:`Controller.owns`) or a custom mapper (:meth:`Controller.watches`); a child's
+  status change does trigger its owner;
+- never two workers on one key (the work queue's dirty-while-processing);
+- metrics with controller-runtime names (spec/runtime-anchors.md §1.1), one
+  OpenTelemetry span and log context (controller, namespace, name) per reconcile;
+- :meth:`Controller.shutdown` stops hand-outs and waits for in-flight reconciles.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import anyio
+from opentelemetry import trace
+
+from shared.kube.errors import ApiError
+from shared.kube.informer import EventType, Informer, KubeObject
+from shared.kube.logcontext import log_context
+from shared.kube.metrics import RuntimeMetrics, runtime_metrics
+from shared.kube.workqueue import ShutDown, WorkQueue
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=KubeObject)
+
+
+@dataclass(frozen=True, order=True)
+class Request:
+    """What to reconcile: one object by namespace (``None`` for cluster-scoped) and name."""
+
+    namespace: str | None
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def of(cls, obj: KubeObject) -> Request:
+        return cls(obj.metadata.namespace or None, obj.metadata.name or "")
+
+
+@dataclass(frozen=True)
+class Result:
+    """A reconcile outcome: ``requeue_after`` seconds (None: done until the next event)."""
+
+    requeue_after: float | None = None
+
+    @classmethod
+    def done(cls) -> Result:
+        return cls()
+
+    @classmethod
+    def after(cls, seconds: float) -> Result:
+        """Reconcile again in ``seconds`` (polling as an explicit requeue, DESIGN §2.11)."""
+        return cls(requeue_after=seconds)
+
+
+class TerminalError(Exception):
+    """A reconcile error that retrying cannot fix (e.g. an invalid spec); logged, counted, not requeued."""
+
+
+Reconciler = Callable[[Request], Awaitable[Result | None]]
+Predicate = Callable[[EventType, Any, Any], bool]
+"""``predicate(event_type, old, new) -> bool``: False drops the event."""
+
+
+def generation_or_metadata_changed(event: EventType, old: Any, new: Any) -> bool:
+    """Keep adds, deletes, and updates that change ``metadata.generation``, labels, annotations,
+    finalizers, ownerReferences or ``deletionTimestamp``; drop status-only updates.
+
+    Objects without a generation (e.g. ConfigMaps) count any resourceVersion change as a change
+    of generation, since they have no status subresource.
+    """
+    if event is not EventType.MODIFIED or old is None:
+        return True
+    o, n = old.metadata, new.metadata
+    if getattr(n, "generation", None) is None:
+        return bool(o.resource_version != n.resource_version)
+    return bool(
+        o.generation != n.generation
+        or getattr(o, "labels", None) != getattr(n, "labels", None)
+        or getattr(o, "annotations", None) != getattr(n, "annotations", None)
+        or getattr(o, "finalizers", None) != getattr(n, "finalizers", None)
+        or getattr(o, "owner_references", None) != getattr(n, "owner_references", None)
+        or getattr(o, "deletion_timestamp", None) != getattr(n, "deletion_timestamp", None)
+    )
+
+
+def controller_owner(obj: Any, kind: str, group: str) -> tuple[str, str] | None:
+    """``(kind, name)`` of ``obj``'s controller ownerReference if it is a ``kind`` in API ``group``, else None."""
+    for ref in getattr(obj.metadata, "owner_references", None) or ():
+        ref_group = ref.api_version.rpartition("/")[0]
+        if ref.controller and ref.kind == kind and ref_group == group:
+            return ref.kind, ref.name
+    return None
+
+
+class Controller(Generic[T]):
+    """Reconciles objects of one primary kind.
+
+    Args:
+        name: controller name (metric label ``controller``, log field, span attribute).
+        primary: informer of the primary kind (run by the caller, e.g. the manager).
+        reconcile: the reconciler.
+        workers: concurrent reconciles (controller-runtime's MaxConcurrentReconciles; default 1).
+        predicates: filters for primary events (default: drop status-only updates).
+        metrics: the metric set (default: the process registry's).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        primary: Informer[T],
+        reconcile: Reconciler,
+        *,
+        workers: int = 1,
+        predicates: Iterable[Predicate] = (generation_or_metadata_changed,),
+        metrics: RuntimeMetrics | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.name = name
+        self.primary = primary
+        self.reconcile = reconcile
+        self.workers = workers
+        self.metrics = metrics or runtime_metrics()
+        self.metrics.init_controller(name, max_concurrent_reconciles=workers)
+        self.queue: WorkQueue[Request] = WorkQueue(metrics=self.metrics.workqueue(name))
+        self._informers: list[Informer[Any]] = [primary]
+        self._tracer = trace.get_tracer("tatara.controller")
+        primary_predicates = tuple(predicates)
+
+        def on_primary(event: EventType, old: T | None, new: T) -> None:
+            if all(p(event, old, new) for p in primary_predicates):
+                self.queue.add(Request.of(new))
+
+        primary.add_handler(on_primary)
+
+    # -- wiring ---------------------------------------------------------------------------
+
+    def owns(self, informer: Informer[Any], *, kind: str, group: str,
+             predicates: Iterable[Predicate] = ()) -> None:
+        """Enqueue the controller owner (a ``kind`` in API ``group``) of every changed ``informer`` object."""
+        def mapper(obj: Any) -> list[Request]:
+            owner = controller_owner(obj, kind, group)
+            return [Request(obj.metadata.namespace or None, owner[1])] if owner else []
+
+        self.watches(informer, mapper, predicates=predicates)
+
+    def watches(self, informer: Informer[Any], mapper: Callable[[Any], Iterable[Request]], *,
+                predicates: Iterable[Predicate] = ()) -> None:
+        """Enqueue ``mapper(obj)`` for every changed ``informer`` object (old and new state on updates)."""
+        chosen = tuple(predicates)
+
+        def on_event(event: EventType, old: Any, new: Any) -> None:
+            if not all(p(event, old, new) for p in chosen):
+                return
+            keys = set(mapper(new))
+            if old is not None:
+                keys.update(mapper(old))
+            for key in keys:
+                self.queue.add(key)
+
+        informer.add_handler(on_event)
+        self._informers.append(informer)
+
+    @property
+    def has_synced(self) -> bool:
+        return all(i.has_synced for i in self._informers)
+
+    # -- running --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Wait for every informer to sync, then run the workers until :meth:`shutdown`.
+
+        The informers themselves must be running (see :class:`shared.kube.manager.Manager`).
+        """
+        for informer in self._informers:
+            await informer.wait_synced()
+        log.info("controller %s: caches synced, starting %d workers", self.name, self.workers)
+        async with anyio.create_task_group() as tg:
+            for _ in range(self.workers):
+                tg.start_soon(self._worker)
+
+    async def shutdown(self, *, drain: bool = True) -> None:
+        """Stop handing out keys; with ``drain``, return once in-flight reconciles finished."""
+        await self.queue.shutdown(drain=drain)
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                request = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                await self._reconcile_one(request)
+            finally:
+                self.queue.done(request)
+
+    async def _reconcile_one(self, request: Request) -> None:
+        m, name = self.metrics, self.name
+        active = m.active_workers.labels(name)
+        active.inc()
+        started = time.perf_counter()
+        attributes = {"k8s.controller": name, "k8s.namespace.name": request.namespace or "",
+                      "k8s.object.name": request.name}
+        with log_context(controller=name, namespace=request.namespace or "", name=request.name), \
+                self._tracer.start_as_current_span(f"reconcile {name}", attributes=attributes) as span:
+            try:
+                result = await self.reconcile(request) or Result.done()
+            except TerminalError as err:
+                log.error("terminal error, not retrying: %s", err)
+                m.terminal_reconcile_errors_total.labels(name).inc()
+                m.reconcile_errors_total.labels(name).inc()
+                m.reconcile_total.labels(name, "error").inc()
+                span.set_status(trace.StatusCode.ERROR, str(err))
+                self.queue.forget(request)
+                return
+            except Exception as err:
+                if not isinstance(err, ApiError):
+                    m.reconcile_panics_total.labels(name).inc()
+                    log.exception("reconcile raised")
+                else:
+                    log.warning("reconcile failed: %s", err)
+                m.reconcile_errors_total.labels(name).inc()
+                m.reconcile_total.labels(name, "error").inc()
+                span.set_status(trace.StatusCode.ERROR, str(err))
+                self.queue.add_rate_limited(request)
+                return
+            finally:
+                m.reconcile_time_seconds.labels(name).observe(time.perf_counter() - started)
+                active.dec()
+            self.queue.forget(request)
+            if result.requeue_after is not None:
+                m.reconcile_total.labels(name, "requeue_after").inc()
+                self.queue.add_after(request, result.requeue_after)
+            else:
+                m.reconcile_total.labels(name, "success").inc()
