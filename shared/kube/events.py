@@ -1,0 +1,317 @@
+"""Kubernetes Events (core/v1) for transitions and errors, aggregated on repeats and rate limited per object.
+
+DESIGN §4 "Observability" ("Kubernetes Events for transitions and errors"); behaviour after
+client-go's ``tools/record`` recorder (spec/runtime-anchors.md §1 "Event recording"):
+
+- an Event carries ``involvedObject``, ``reason``, ``message``, ``type`` (Normal/Warning),
+  ``source.component`` and ``reportingComponent`` (the reporting controller),
+  ``reportingInstance``, ``firstTimestamp``/``lastTimestamp`` and ``count``; it lives in the
+  involved object's namespace (``default`` for cluster-scoped objects) and is named
+  ``<object name>.<hex of Unix nanoseconds>`` as client-go names it;
+- a repeat of the same (object, type, reason, message) within :data:`AGGREGATE_WINDOW`
+  (client-go's 600 s aggregation interval) bumps ``count`` and ``lastTimestamp`` of the
+  existing Event by JSON merge patch instead of creating another; the recorder remembers at
+  most :data:`CACHE_SIZE` such series (client-go's LRU of 4096);
+- a per-object token bucket (burst :data:`SPAM_BURST` 25, one token per
+  :data:`SPAM_REFILL_SECONDS` 300 s: client-go's ``EventSourceObjectSpamFilter``) drops the
+  excess; drops are counted in :attr:`EventRecorder.stats`;
+- recording never raises into the caller: API failures are logged and counted.
+
+The pure parts (:class:`TokenBucket`, :func:`event_name`, :func:`format_time`,
+:func:`involved_object`, :func:`new_event`, :func:`repeat_patch`) are tested alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Final
+
+import anyio
+import msgspec
+
+from shared.kube.client import EVENTS, KubeClient, Resource
+from shared.kube.errors import Conflict, NotFound
+from shared.kube.patch import as_json
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "AGGREGATE_WINDOW",
+    "CACHE_SIZE",
+    "SPAM_BURST",
+    "SPAM_REFILL_SECONDS",
+    "EventRecorder",
+    "EventType",
+    "RecorderStats",
+    "TokenBucket",
+    "event_name",
+    "format_time",
+    "involved_object",
+    "new_event",
+    "repeat_patch",
+]
+
+SPAM_BURST: Final = 25
+"""Events one object may emit at once (client-go ``defaultSpamBurst``; anchors §1 "Event recording")."""
+
+SPAM_REFILL_SECONDS: Final = 300.0
+"""Seconds per new token of an object's bucket (client-go ``defaultSpamQPS`` = 1/300; anchors §1)."""
+
+AGGREGATE_WINDOW: Final = 600.0
+"""Seconds within which a repeat is folded into the existing Event (client-go
+``defaultAggregateIntervalInSeconds``; anchors §1)."""
+
+CACHE_SIZE: Final = 4096
+"""Event series and spam buckets remembered, least recently used dropped first (client-go
+``maxLruCacheEntries``; anchors §1)."""
+
+
+class EventType(StrEnum):
+    """core/v1 ``Event.type``."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+class TokenBucket:
+    """A token bucket on an explicit clock: ``burst`` tokens, one more every ``refill_seconds``.
+
+    Starts full at ``now`` (seconds, any monotonic origin).
+    """
+
+    def __init__(self, burst: int, refill_seconds: float, now: float) -> None:
+        self.burst = burst
+        self.refill_seconds = refill_seconds
+        self.tokens = float(burst)
+        self.updated = now
+
+    def take(self, now: float) -> bool:
+        """Spend one token if one is available at ``now``; True when spent."""
+        if now > self.updated:
+            self.tokens = min(float(self.burst), self.tokens + (now - self.updated) / self.refill_seconds)
+            self.updated = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+def format_time(unix_seconds: float) -> str:
+    """RFC 3339 UTC with whole seconds (``metav1.Time``'s wire form), e.g. ``2024-05-01T12:00:00Z``."""
+    return datetime.fromtimestamp(int(unix_seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def event_name(object_name: str, unix_nanos: int) -> str:
+    """``<object name>.<unix nanoseconds in lower-case hex>`` (client-go ``makeEvent``)."""
+    return f"{object_name}.{unix_nanos:x}"
+
+
+def involved_object(resource: Resource, obj: Any) -> dict[str, str]:
+    """The ``involvedObject`` reference (apiVersion, kind, namespace, name, uid, resourceVersion) for ``obj``.
+
+    ``obj`` is a Struct with ``metadata`` or a JSON mapping; empty fields are left out.
+
+    Raises:
+        ValueError: ``obj`` has no ``metadata.name``.
+    """
+    data = as_json(obj)
+    meta: Mapping[str, Any] = data.get("metadata") or {} if isinstance(data, Mapping) else {}
+    if not meta.get("name"):
+        raise ValueError("involved object has no metadata.name")
+    ref = {
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "namespace": meta.get("namespace") if resource.namespaced else None,
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+    }
+    return {k: str(v) for k, v in ref.items() if v}
+
+
+def new_event(
+    name: str,
+    involved: Mapping[str, str],
+    event_type: EventType,
+    reason: str,
+    message: str,
+    *,
+    reporting_controller: str,
+    reporting_instance: str,
+    now: float,
+) -> dict[str, Any]:
+    """The core/v1 Event document to create (``count`` 1, first = last timestamp = ``now``, Unix seconds).
+
+    Its namespace is the involved object's, or ``default`` for a cluster-scoped one (the API
+    server's rule for core/v1 Events without ``eventTime``).
+    """
+    stamp = format_time(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": involved.get("namespace") or "default"},
+        "involvedObject": dict(involved),
+        "reason": reason,
+        "message": message,
+        "type": event_type.value,
+        "source": {"component": reporting_controller},
+        "reportingComponent": reporting_controller,
+        "reportingInstance": reporting_instance,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+def repeat_patch(count: int, now: float) -> dict[str, Any]:
+    """The merge patch that records a repeat: ``{"count": count, "lastTimestamp": <now>}``."""
+    return {"count": count, "lastTimestamp": format_time(now)}
+
+
+@dataclass
+class RecorderStats:
+    """Counters since the recorder was built."""
+
+    created: int = 0
+    """Events created."""
+    aggregated: int = 0
+    """Repeats folded into an existing Event (count bumped)."""
+    dropped: int = 0
+    """Records dropped by the per-object spam filter."""
+    failed: int = 0
+    """Records lost to an API error (logged)."""
+
+
+@dataclass
+class _Series:
+    name: str
+    namespace: str
+    document: dict[str, Any]
+    count: int
+    last_seen: float
+
+
+@dataclass
+class _Lru:
+    capacity: int
+    items: OrderedDict[Any, Any] = field(default_factory=OrderedDict)
+
+    def get(self, key: Any) -> Any:
+        value = self.items.get(key)
+        if value is not None:
+            self.items.move_to_end(key)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        self.items[key] = value
+        self.items.move_to_end(key)
+        while len(self.items) > self.capacity:
+            self.items.popitem(last=False)
+
+
+class EventRecorder:
+    """Writes core/v1 Events for one controller instance.
+
+    Args:
+        client: the API client (needs ``create`` and ``patch`` on ``events`` in the objects' namespaces).
+        reporting_controller: ``source.component`` and ``reportingComponent``, e.g. ``tatara-reconciler``.
+        reporting_instance: ``reportingInstance``, e.g. the pod name (at most 128 characters).
+        monotonic: seconds clock for the spam filter and the aggregation window.
+        wall: Unix seconds clock for timestamps and names.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        reporting_controller: str,
+        reporting_instance: str,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.reporting_controller = reporting_controller
+        self.reporting_instance = reporting_instance
+        self.stats = RecorderStats()
+        self._monotonic = monotonic
+        self._wall = wall
+        self._series = _Lru(CACHE_SIZE)
+        self._buckets = _Lru(CACHE_SIZE)
+        self._locks: dict[Any, anyio.Lock] = {}
+        self._last_nanos = 0
+
+    async def record(self, resource: Resource, obj: Any, event_type: EventType, reason: str, message: str) -> None:
+        """Record that ``reason``/``message`` happened to ``obj`` (a cached object of ``resource``).
+
+        Never raises (cancellation excepted): a bad object, a spam drop or an API failure is
+        logged and counted in :attr:`stats`.
+        """
+        try:
+            involved = involved_object(resource, obj)
+        except (ValueError, AttributeError, TypeError) as err:
+            self.stats.failed += 1
+            log.warning("event %s not recorded: %s", reason, err)
+            return
+        object_key = tuple((k, v) for k, v in sorted(involved.items()) if k != "resourceVersion")
+        now = self._monotonic()
+        bucket = self._buckets.get(object_key)
+        if bucket is None:
+            bucket = TokenBucket(SPAM_BURST, SPAM_REFILL_SECONDS, now)
+            self._buckets.put(object_key, bucket)
+        if not bucket.take(now):
+            self.stats.dropped += 1
+            log.debug("event %s on %s dropped by the spam filter", reason, involved.get("name"))
+            return
+        key = (object_key, event_type.value, reason, message)
+        lock = self._locks.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                await self._write(key, involved, event_type, reason, message)
+        except Exception as err:  # recording must never fail the caller's reconcile
+            self.stats.failed += 1
+            log.warning("event %s on %s/%s not recorded: %s", reason, involved.get("namespace"),
+                        involved.get("name"), err)
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0 and self._locks.get(key) is lock:
+                del self._locks[key]
+
+    async def _write(
+        self, key: Any, involved: Mapping[str, str], event_type: EventType, reason: str, message: str
+    ) -> None:
+        now, wall = self._monotonic(), self._wall()
+        series: _Series | None = self._series.get(key)
+        if series is not None and now - series.last_seen <= AGGREGATE_WINDOW:
+            count = series.count + 1
+            try:
+                await self.client.merge_patch(EVENTS, series.name, repeat_patch(count, wall), series.namespace)
+            except NotFound:  # expired (event TTL) or deleted: create it again, count kept
+                document = {**series.document, "count": count, "lastTimestamp": format_time(wall)}
+                await self._create(series.namespace, document)
+            series.count, series.last_seen = count, now
+            self.stats.aggregated += 1
+            return
+        name = event_name(involved["name"], self._nanos())
+        document = new_event(name, involved, event_type, reason, message, now=wall,
+                             reporting_controller=self.reporting_controller, reporting_instance=self.reporting_instance)
+        namespace = document["metadata"]["namespace"]
+        try:
+            await self._create(namespace, document)
+        except Conflict:  # a name taken in the same nanosecond by another recorder: one more try
+            document["metadata"]["name"] = name = event_name(involved["name"], self._nanos())
+            await self._create(namespace, document)
+        self._series.put(key, _Series(name, namespace, document, 1, now))
+        self.stats.created += 1
+
+    async def _create(self, namespace: str, document: dict[str, Any]) -> None:
+        await self.client.create(EVENTS, msgspec.json.encode(document), namespace)
+
+    def _nanos(self) -> int:
+        nanos = max(int(self._wall() * 1e9), self._last_nanos + 1)
+        self._last_nanos = nanos
+        return nanos
