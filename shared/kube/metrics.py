@@ -71,15 +71,15 @@ RECONCILE_RESULTS: Final[tuple[str, ...]] = ("success", "error", "requeue", "req
 _WQ_LABELS: Final = ("name", "controller")
 
 
-class _InFlightCollector(Collector):
-    """``workqueue_unfinished_work_seconds`` and ``workqueue_longest_running_processor_seconds``, computed at
-    scrape time from each queue's probe ``() -> (sum, max)`` of its in-flight processing ages, seconds."""
+class _QueueGaugeCollector(Collector):
+    """``workqueue_depth``, ``workqueue_unfinished_work_seconds`` and ``workqueue_longest_running_processor_seconds``,
+    read at scrape time from each queue's probe ``() -> (depth, unfinished seconds, longest seconds)``."""
 
     def __init__(self) -> None:
-        self._probes: dict[str, Callable[[], tuple[float, float]]] = {}
+        self._probes: dict[str, Callable[[], tuple[int, float, float]]] = {}
         self._lock = threading.Lock()  # scrapes may come from another thread
 
-    def track(self, name: str, probe: Callable[[], tuple[float, float]]) -> None:
+    def track(self, name: str, probe: Callable[[], tuple[int, float, float]]) -> None:
         with self._lock:
             self._probes[name] = probe
 
@@ -89,16 +89,20 @@ class _InFlightCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             probes = list(self._probes.items())
-        unfinished, longest = self._families()
+        depth, unfinished, longest = self._families()
         for name, probe in probes:
-            total, oldest = probe()
+            ready, total, oldest = probe()
+            depth.add_metric([name, name, ""], ready)  # priority "": a queue without priorities
             unfinished.add_metric([name, name], total)
             longest.add_metric([name, name], oldest)
-        return [unfinished, longest]
+        return [depth, unfinished, longest]
 
     @staticmethod
     def _families() -> list[GaugeMetricFamily]:
         return [
+            GaugeMetricFamily(
+                "workqueue_depth", "Keys ready in the work queue.", labels=("name", "controller", "priority")
+            ),
             GaugeMetricFamily(
                 "workqueue_unfinished_work_seconds",
                 "Seconds of work in progress not yet observed by work_duration; large values indicate stuck workers.",
@@ -167,9 +171,6 @@ class RuntimeMetrics:
             registry=r,
         )
         # work queue
-        self.workqueue_depth = Gauge(
-            "workqueue_depth", "Keys ready in the work queue.", ["name", "controller", "priority"], registry=r
-        )
         self.workqueue_adds_total = Counter(
             "workqueue_adds_total",
             "Keys added to the work queue (deduplicated adds not counted).",
@@ -196,8 +197,8 @@ class RuntimeMetrics:
             _WQ_LABELS,
             registry=r,
         )
-        self._in_flight = _InFlightCollector()
-        r.register(self._in_flight)
+        self._queue_gauges = _QueueGaugeCollector()  # workqueue_depth, _unfinished_work_, _longest_running_
+        r.register(self._queue_gauges)
         # leader election
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
@@ -245,19 +246,15 @@ class WorkQueueMetrics:
 
     def __init__(self, metrics: RuntimeMetrics, name: str) -> None:
         self.name = name
-        self._depth = metrics.workqueue_depth.labels(name, name, "")
         self._adds = metrics.workqueue_adds_total.labels(name, name)
         self._queue_duration = metrics.workqueue_queue_duration_seconds.labels(name, name)
         self._work_duration = metrics.workqueue_work_duration_seconds.labels(name, name)
         self._retries = metrics.workqueue_retries_total.labels(name, name)
-        self._in_flight = metrics._in_flight
-        self._in_flight.track(name, lambda: (0.0, 0.0))
+        self._gauges = metrics._queue_gauges
+        self._gauges.track(name, lambda: (0, 0.0, 0.0))
 
     def added(self) -> None:
         self._adds.inc()
-
-    def depth(self, ready: int) -> None:
-        self._depth.set(ready)
 
     def queued_for(self, seconds: float) -> None:
         self._queue_duration.observe(seconds)
@@ -268,8 +265,8 @@ class WorkQueueMetrics:
     def retried(self) -> None:
         self._retries.inc()
 
-    def track_in_flight(self, probe: Callable[[], tuple[float, float]]) -> None:
-        self._in_flight.track(self.name, probe)
+    def track(self, probe: Callable[[], tuple[int, float, float]]) -> None:
+        self._gauges.track(self.name, probe)
 
 
 #: The process-wide registry: ``/metrics`` renders it; register ``tatara_*`` domain metrics here.

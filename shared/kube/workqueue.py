@@ -203,10 +203,6 @@ class QueueMetrics(Protocol):
         """A key entered the queue (not counted when deduplicated)."""
         ...
 
-    def depth(self, ready: int) -> None:
-        """Keys ready to be handed out now."""
-        ...
-
     def queued_for(self, seconds: float) -> None:
         """Time a key waited between its add and its hand-out."""
         ...
@@ -219,8 +215,9 @@ class QueueMetrics(Protocol):
         """A key was added with a non-zero delay (add_after, add_rate_limited)."""
         ...
 
-    def track_in_flight(self, probe: Callable[[], tuple[float, float]]) -> None:
-        """Register ``probe() -> (sum, max)`` of the in-flight keys' processing ages, seconds, read at scrape."""
+    def track(self, probe: Callable[[], tuple[int, float, float]]) -> None:
+        """Register ``probe() -> (depth, unfinished, longest)``, read at scrape time: keys ready now, and the sum
+        and the max of the in-flight keys' processing ages in seconds (gauges cost nothing on the hot path)."""
         ...
 
 
@@ -255,7 +252,7 @@ class WorkQueue(Generic[K]):
         self._shutting_down = False
         self._drained = anyio.Event()
         if metrics is not None:
-            metrics.track_in_flight(self._in_flight)
+            metrics.track(self._gauges)
 
     # -- adding
 
@@ -353,7 +350,6 @@ class WorkQueue(Generic[K]):
             return
         if key in self._dirty:
             self._ready.append(key)
-            self._report_depth()
             self._wake(1)
 
     # -- lifecycle
@@ -372,7 +368,6 @@ class WorkQueue(Generic[K]):
             self._waiting.clear()
             self._heap.clear()
             self._added_at.clear()
-            self._report_depth()
             self._wake(len(self._getters))
             if not self._processing:
                 self._drained.set()
@@ -411,7 +406,6 @@ class WorkQueue(Generic[K]):
         if key in self._processing:
             return
         self._ready.append(key)
-        self._report_depth()
         self._wake(1)
 
     def _hand_out(self, key: K) -> None:
@@ -421,7 +415,6 @@ class WorkQueue(Generic[K]):
         if self._metrics is not None:
             added = self._added_at.pop(key, now)
             self._metrics.queued_for(now - added)
-            self._metrics.depth(len(self._ready))
 
     def _promote_due(self) -> None:
         heap = self._heap
@@ -446,14 +439,11 @@ class WorkQueue(Generic[K]):
         with contextlib.suppress(ValueError):  # ValueError: already popped by _wake
             self._getters.remove(event)
 
-    def _report_depth(self) -> None:
-        if self._metrics is not None:
-            self._metrics.depth(len(self._ready))
-
-    def _in_flight(self) -> tuple[float, float]:
+    def _gauges(self) -> tuple[int, float, float]:
+        # May run on a scrape thread: reads only (due keys still parked count once they are promoted).
         now = self._clock.now()
         ages = [now - started for started in tuple(self._processing.values())]
-        return (sum(ages), max(ages, default=0.0))
+        return (len(self._ready), sum(ages), max(ages, default=0.0))
 
 
 # --- a small worker pool ----------------------------------------------------------------------------------

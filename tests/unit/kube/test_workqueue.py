@@ -438,10 +438,12 @@ async def test_the_queue_reports_adds_depth_durations_retries_and_in_flight_work
     q.add("a")
     q.add("a")
     q.add("b")
-    assert sample(reg, "workqueue_adds_total") == 2
+    assert sample(reg, "workqueue_adds_total") == 2, "a deduplicated add is not counted"
     assert reg.get_sample_value("workqueue_depth", {"name": "toy", "controller": "toy", "priority": ""}) == 2
     clock.advance(2.0)
     assert await q.get() == "a"
+    q.add("a")  # dirty while processing: not ready, so not in the depth
+    assert reg.get_sample_value("workqueue_depth", {"name": "toy", "controller": "toy", "priority": ""}) == 1
     assert sample(reg, "workqueue_queue_duration_seconds_sum") == pytest.approx(2.0)
     clock.advance(3.0)
     assert await q.get() == "b"
@@ -450,8 +452,11 @@ async def test_the_queue_reports_adds_depth_durations_retries_and_in_flight_work
     assert sample(reg, "workqueue_longest_running_processor_seconds") == pytest.approx(4.0)
     q.done("a")
     q.done("b")
+    assert await q.get() == "a"  # the dirty re-add, handed out after done
+    q.done("a")
+    assert sample(reg, "workqueue_adds_total") == 3
     assert sample(reg, "workqueue_work_duration_seconds_sum") == pytest.approx(5.0)
-    assert sample(reg, "workqueue_work_duration_seconds_count") == 2
+    assert sample(reg, "workqueue_work_duration_seconds_count") == 3
     assert sample(reg, "workqueue_unfinished_work_seconds") == 0
     q.add_after("a", 1.0)
     q.add_rate_limited("b")
