@@ -1,0 +1,143 @@
+"""One HTTP server for ``/metrics``, ``/healthz`` and ``/readyz`` (DESIGN §4 "Observability").
+
+Endpoint names and meaning follow controller-runtime (spec/runtime-anchors.md §1 "Health/readiness"):
+
+- ``/healthz`` (liveness): 200 when the event loop answers at all and every registered health check passes;
+- ``/readyz`` (readiness): 200 only when every registered readiness check passes (e.g. informers synced, and —
+  when electing — leading or standing by healthily), else 503;
+- ``/metrics``: the Prometheus text exposition of :data:`shared.kube.metrics.registry` (or a given registry).
+
+Check bodies use controller-runtime's verbose format: one ``[+]name ok`` / ``[-]name failed: reason`` line per
+check, then ``<endpoint> check passed`` or ``<endpoint> check failed``. Served by aiohttp's web server.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import anyio
+from aiohttp import web
+from anyio.abc import TaskStatus
+from prometheus_client import CollectorRegistry
+
+from shared.kube import metrics
+
+__all__ = ["CHECK_TIMEOUT", "Check", "HealthServer"]
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], bool | Awaitable[bool]]
+"""A probe: returns (or resolves to) True when healthy. An exception or a False result fails it."""
+
+CHECK_TIMEOUT: Final = 5.0
+"""Seconds one asynchronous check may take before it counts as failed."""
+
+
+class HealthServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on one address.
+
+    Args:
+        host: bind address (default all interfaces).
+        port: TCP port; 0 picks a free one, readable as :attr:`port` once :meth:`run` has started.
+        registry: the registry ``/metrics`` renders (default :data:`shared.kube.metrics.registry`).
+
+    Run it inside a task group: ``await tg.start(server.run)`` returns once the socket is bound.
+    """
+
+    def __init__(self, host: str = "0.0.0.0", port: int = 8081, *,
+                 registry: CollectorRegistry | None = None) -> None:
+        self.host = host
+        self._requested_port = port
+        self._port: int | None = None
+        self._registry = registry
+        self._readiness: dict[str, Check] = {}
+        self._health: dict[str, Check] = {}
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port. Raises RuntimeError before :meth:`run` has bound the socket."""
+        if self._port is None:
+            raise RuntimeError("HealthServer is not running")
+        return self._port
+
+    def add_readiness_check(self, name: str, check: Check) -> None:
+        """Make ``/readyz`` depend on ``check`` (sync or async). Raises ValueError if ``name`` is taken."""
+        _add(self._readiness, name, check)
+
+    def add_health_check(self, name: str, check: Check) -> None:
+        """Make ``/healthz`` depend on ``check`` (sync or async). Raises ValueError if ``name`` is taken."""
+        _add(self._health, name, check)
+
+    async def run(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; reports the bound port through ``task_status`` (``tg.start`` returns it).
+
+        Raises OSError when the address cannot be bound.
+        """
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self._requested_port)
+            await site.start()
+            address = runner.addresses[0]
+            self._port = int(address[1])
+            log.info("health and metrics server on %s:%d", self.host, self._port)
+            task_status.started(self._port)
+            await anyio.sleep_forever()
+        finally:
+            self._port = None
+            with anyio.CancelScope(shield=True):
+                await runner.cleanup()
+
+    # -- handlers --------------------------------------------------------------------------------------------
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        body = metrics.render(self._registry)
+        return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return await _report("healthz", self._health)
+
+    async def _readyz(self, _request: web.Request) -> web.Response:
+        return await _report("readyz", self._readiness)
+
+
+def _add(checks: dict[str, Check], name: str, check: Check) -> None:
+    if name in checks:
+        raise ValueError(f"a check named {name!r} is already registered")
+    checks[name] = check
+
+
+async def _run_check(check: Check) -> str | None:
+    """None when ``check`` passes, else the reason it failed."""
+    try:
+        with anyio.fail_after(CHECK_TIMEOUT):
+            result = check()
+            if inspect.isawaitable(result):
+                result = await result
+    except TimeoutError:
+        return f"timed out after {CHECK_TIMEOUT} s"
+    except Exception as err:
+        return f"{type(err).__name__}: {err}"
+    return None if result else "not ready"
+
+
+async def _report(endpoint: str, checks: dict[str, Check]) -> web.Response:
+    """200 if every check passes, else 503; body lists each check (controller-runtime's verbose format)."""
+    lines: list[str] = []
+    failed = False
+    for name, check in list(checks.items()):
+        reason = await _run_check(check)
+        if reason is None:
+            lines.append(f"[+]{name} ok")
+        else:
+            failed = True
+            lines.append(f"[-]{name} failed: {reason}")
+    lines.append(f"{endpoint} check {'failed' if failed else 'passed'}")
+    return web.Response(status=503 if failed else 200, text="\n".join(lines) + "\n")

@@ -1,0 +1,169 @@
+"""Leader election against the real API server: one leader, takeover on expiry and on release, loss on stall.
+
+Short timing (3 s lease, 2 s renew deadline, 0.5 s retry) keeps the module fast. Expected bounds come from
+client-go's rules (spec/runtime-anchors.md §1 "Leader election", §3 #21): a standby takes over no earlier than a
+full lease duration after the holder's last renewal (unless released), and a leader that cannot renew stops
+within its renew deadline, before the lease duration has passed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+import anyio
+import msgspec
+import pytest
+from prometheus_client import CollectorRegistry
+
+from shared.controlplane import LocalControlPlane
+from shared.kube.client import LEASES, KubeClient
+from shared.kube.leader import LeaderElector, LeadershipLost, Lease, LeaseTiming
+from shared.kube.metrics import RuntimeMetrics
+from tests.support.kube import wait_for
+
+pytestmark = pytest.mark.anyio
+
+TIMING = LeaseTiming(lease_duration=3.0, renew_deadline=2.0, retry_period=0.5)
+MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+SLACK = 1.0
+"""Seconds allowed for request latency and scheduling on a shared 2-core machine."""
+
+
+@dataclass
+class Candidate:
+    """One elector plus a record of when its work ran (monotonic seconds)."""
+
+    elector: LeaderElector
+    started: list[float] = field(default_factory=list)
+    stopped: list[float] = field(default_factory=list)
+    lost: bool = False
+
+    async def work(self) -> None:
+        self.started.append(time.monotonic())
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.stopped.append(time.monotonic())
+
+    async def run(self) -> None:
+        try:
+            await self.elector.run(self.work)
+        except LeadershipLost:
+            self.lost = True
+
+
+def candidate(client: KubeClient, namespace: str, identity: str, *, release_on_cancel: bool = True) -> Candidate:
+    elector = LeaderElector(client, "tatara-test", namespace, identity=identity, timing=TIMING,
+                            release_on_cancel=release_on_cancel, metrics=RuntimeMetrics(CollectorRegistry()))
+    return Candidate(elector)
+
+
+async def read_lease(client: KubeClient, namespace: str) -> Lease:
+    return msgspec.json.decode(await client.get(LEASES, "tatara-test", namespace), type=Lease)
+
+
+async def is_true(flag: bool) -> bool:
+    return flag
+
+
+async def standby_has_polled_since(standby: Candidate, since: float, attempts: int) -> bool:
+    """True once the standby has reached the API server ``attempts`` retry periods after ``since``."""
+    contact = standby.elector.last_contact
+    return contact is not None and contact >= since + attempts * TIMING.retry_period
+
+
+async def test_two_electors_exactly_one_leads(kclient: KubeClient, ns: str) -> None:
+    a, b = candidate(kclient, ns, "a"), candidate(kclient, ns, "b")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(a.run)
+        tg.start_soon(b.run)
+
+        async def someone_leads() -> bool:
+            return bool(a.started or b.started)
+
+        await wait_for(someone_leads, timeout=10, what="a leader")
+        leader, standby = (a, b) if a.started else (b, a)
+        await wait_for(lambda: standby_has_polled_since(standby, leader.started[0], 4), timeout=10,
+                       what="the standby to poll for four retry periods")
+        assert (leader.elector.is_leader, standby.elector.is_leader) == (True, False)
+        assert (len(leader.started), standby.started) == (1, [])
+        assert standby.elector.healthy()
+        lease = await read_lease(kclient, ns)
+        assert lease.spec.holder_identity == leader.elector.identity
+        assert lease.spec.lease_duration_seconds == 3
+        assert lease.spec.lease_transitions == 0
+        assert lease.spec.renew_time is not None
+        assert MICRO_TIME.match(lease.spec.renew_time)
+        assert lease.spec.acquire_time is not None
+        assert MICRO_TIME.match(lease.spec.acquire_time)
+        tg.cancel_scope.cancel()
+
+
+async def test_standby_takes_over_after_the_lease_duration_when_the_leader_vanishes(
+    kclient: KubeClient, ns: str
+) -> None:
+    a = candidate(kclient, ns, "a", release_on_cancel=False)
+    b = candidate(kclient, ns, "b")
+    async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as a_group:
+            a_group.start_soon(a.run)
+            await wait_for(lambda: is_true(a.elector.is_leader), timeout=10, what="a to lead")
+            tg.start_soon(b.run)
+            await wait_for(lambda: standby_has_polled_since(b, a.started[0], 2), timeout=10, what="b to stand by")
+            a_group.cancel_scope.cancel()  # like a crash: no release
+        a_last_renewed = a.elector.last_renewed
+        assert a_last_renewed is not None
+
+        await wait_for(lambda: is_true(bool(b.started)), timeout=TIMING.lease_duration + 10, what="b to take over")
+        waited = b.started[0] - a_last_renewed
+        assert TIMING.lease_duration <= waited <= TIMING.lease_duration + 1.2 * TIMING.retry_period + SLACK
+        lease = await read_lease(kclient, ns)
+        assert (lease.spec.holder_identity, lease.spec.lease_transitions) == ("b", 1)
+        tg.cancel_scope.cancel()
+
+
+async def test_clean_release_hands_over_at_the_next_retry(kclient: KubeClient, ns: str) -> None:
+    a, b = candidate(kclient, ns, "a"), candidate(kclient, ns, "b")
+    async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as a_group:
+            a_group.start_soon(a.run)
+            await wait_for(lambda: is_true(a.elector.is_leader), timeout=10, what="a to lead")
+            tg.start_soon(b.run)
+            await wait_for(lambda: standby_has_polled_since(b, a.started[0], 2), timeout=10, what="b to stand by")
+            a_group.cancel_scope.cancel()
+        released_at = time.monotonic()
+        stopped_leading = a.elector.stopped_leading_at
+        assert stopped_leading is not None
+        assert len(a.stopped) == 1
+        assert a.stopped[0] <= stopped_leading  # work drained before a stopped leading and released
+
+        await wait_for(lambda: is_true(bool(b.started)), timeout=10, what="b to take over")
+        # One standby retry (≤ 1.2 × 0.5 s) plus a GET and a PUT — far less than the 3 s lease duration.
+        assert b.started[0] - released_at <= 1.2 * TIMING.retry_period + SLACK < TIMING.lease_duration
+        lease = await read_lease(kclient, ns)
+        assert (lease.spec.holder_identity, lease.spec.lease_transitions) == ("b", 1)
+        tg.cancel_scope.cancel()
+
+
+async def test_leader_that_cannot_renew_stops_before_its_lease_could_expire(
+    kclient: KubeClient, ns: str, private_plane: LocalControlPlane
+) -> None:
+    a = candidate(kclient, ns, "a")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(a.run)
+        await wait_for(lambda: is_true(a.elector.is_leader), timeout=10, what="a to lead")
+        with private_plane.apiserver_paused():
+            await wait_for(lambda: is_true(not a.elector.is_leader), timeout=TIMING.lease_duration + 10,
+                           what="a to stop leading")
+            await wait_for(lambda: is_true(a.lost), timeout=10, what="run to raise LeadershipLost")
+        last_renewed, stopped_at = a.elector.last_renewed, a.elector.stopped_leading_at
+        assert last_renewed is not None
+        assert stopped_at is not None
+        assert len(a.stopped) == 1
+        # Stopped no earlier than the renew deadline (it kept retrying) and — workers included — before the
+        # lease duration had passed since the last renewal, i.e. before any standby could have taken over.
+        assert TIMING.renew_deadline <= stopped_at - last_renewed < TIMING.lease_duration
+        assert a.stopped[0] - last_renewed < TIMING.lease_duration
+        tg.cancel_scope.cancel()

@@ -1,0 +1,205 @@
+"""Leader election's pure parts: the acquire/renew/wait/lost decision, the records written, timing validation.
+
+Expected values come from client-go ``tools/leaderelection/leaderelection.go`` as summarised in
+spec/runtime-anchors.md §1 ("Leader election") and §3 #21: a holder's term runs ``leaseDurationSeconds`` from
+when *we* first observed its record (our monotonic clock); a leader stops once its renew deadline has passed
+since its last successful renewal; takeover increments leaseTransitions; release clears the holder.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from shared.kube.leader import (
+    DEFAULT_LEASE_DURATION,
+    DEFAULT_RENEW_DEADLINE,
+    DEFAULT_RETRY_PERIOD,
+    Decision,
+    LeaseSpec,
+    LeaseTiming,
+    Observed,
+    decide,
+    format_micro_time,
+    next_spec,
+    released_spec,
+)
+
+ME = "me_1"
+OTHER = "other_2"
+T0 = 1_000.0  # monotonic seconds at which the record was first observed
+DEADLINE = 10.0
+
+
+def held_by(holder: str | None, duration: int | None = 15) -> LeaseSpec:
+    return LeaseSpec(holder_identity=holder, lease_duration_seconds=duration, renew_time="2020-01-01T00:00:00.000000Z")
+
+
+@pytest.mark.parametrize(
+    ("observed", "now", "last_renewed", "expected"),
+    [
+        pytest.param(None, T0, None, Decision.CREATE, id="no lease exists so a standby creates it"),
+        pytest.param(Observed(held_by(OTHER), T0), T0 + 14.999, None, Decision.WAIT,
+                     id="another holder observed 14.999 s ago within its 15 s term so we wait"),
+        pytest.param(Observed(held_by(OTHER), T0), T0 + 15.0, None, Decision.ACQUIRE,
+                     id="another holder unchanged for exactly its 15 s term so we take over"),
+        pytest.param(Observed(held_by(OTHER, duration=3), T0), T0 + 3.5, None, Decision.ACQUIRE,
+                     id="the record's own leaseDurationSeconds of 3 s sets the term not ours"),
+        pytest.param(Observed(held_by(OTHER, duration=None), T0), T0, None, Decision.ACQUIRE,
+                     id="a record without leaseDurationSeconds has no term left"),
+        pytest.param(Observed(held_by(None), T0), T0, None, Decision.ACQUIRE,
+                     id="a released lease with no holder is taken at once"),
+        pytest.param(Observed(held_by(""), T0), T0, None, Decision.ACQUIRE,
+                     id="an empty holder string counts as released"),
+        pytest.param(Observed(held_by(ME), T0), T0 + 1, T0, Decision.RENEW,
+                     id="we hold it within the renew deadline so we renew"),
+        pytest.param(Observed(held_by(ME), T0), T0 + 100, None, Decision.RENEW,
+                     id="a record naming us while not leading is renewed as ours like client-go"),
+        pytest.param(Observed(held_by(ME), T0), T0 + DEADLINE, T0, Decision.LOST,
+                     id="leader at exactly the renew deadline since its last renewal has lost"),
+        pytest.param(Observed(held_by(ME), T0), T0 + 9.999, T0, Decision.RENEW,
+                     id="leader just inside the renew deadline still renews"),
+        pytest.param(Observed(held_by(OTHER), T0 + 1), T0 + 2, T0, Decision.LOST,
+                     id="leader that sees another holder has lost even within the deadline"),
+        pytest.param(None, T0 + DEADLINE + 1, T0, Decision.LOST,
+                     id="leader past its deadline has lost even if the lease vanished"),
+        pytest.param(Observed(held_by(None), T0 + 1), T0 + 2, T0, Decision.ACQUIRE,
+                     id="leader whose lease was cleared by someone re-acquires it"),
+    ],
+)
+def test_decide(observed: Observed | None, now: float, last_renewed: float | None, expected: Decision) -> None:
+    assert decide(observed, identity=ME, now=now, last_renewed=last_renewed, renew_deadline=DEADLINE) is expected
+
+
+def test_standby_waits_full_term_from_its_own_observation_not_from_renew_time() -> None:
+    # renewTime says 2020 (wall clocks disagree wildly); only our observation time counts.
+    observed = Observed(held_by(OTHER, duration=15), at=T0)
+    assert decide(observed, identity=ME, now=T0 + 14, last_renewed=None, renew_deadline=DEADLINE) is Decision.WAIT
+
+
+NOW = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+STAMP = "2026-03-04T05:06:07.890123Z"
+EARLIER = "2026-03-04T05:00:00.000001Z"
+
+
+@pytest.mark.parametrize(
+    ("decision", "previous", "expected"),
+    [
+        pytest.param(Decision.CREATE, None,
+                     LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=STAMP, renew_time=STAMP,
+                               lease_transitions=0),
+                     id="create holds it with zero transitions and both times now"),
+        pytest.param(Decision.ACQUIRE,
+                     LeaseSpec(holder_identity=OTHER, lease_duration_seconds=7, acquire_time=EARLIER,
+                               renew_time=EARLIER, lease_transitions=4),
+                     LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=STAMP, renew_time=STAMP,
+                               lease_transitions=5),
+                     id="takeover increments transitions and resets acquireTime"),
+        pytest.param(Decision.ACQUIRE,
+                     LeaseSpec(lease_duration_seconds=1, acquire_time=EARLIER, renew_time=EARLIER),
+                     LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=STAMP, renew_time=STAMP,
+                               lease_transitions=1),
+                     id="taking a record that never counted transitions starts at one"),
+        pytest.param(Decision.RENEW,
+                     LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=EARLIER,
+                               renew_time=EARLIER, lease_transitions=4),
+                     LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=EARLIER, renew_time=STAMP,
+                               lease_transitions=4),
+                     id="renew moves only renewTime"),
+        pytest.param(Decision.RENEW,
+                     LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=EARLIER,
+                               renew_time=EARLIER, lease_transitions=2, strategy="OldestEmulationVersion",
+                               preferred_holder="x"),
+                     LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=EARLIER, renew_time=STAMP,
+                               lease_transitions=2, strategy="OldestEmulationVersion", preferred_holder="x"),
+                     id="renew carries coordinated election fields through"),
+    ],
+)
+def test_next_spec(decision: Decision, previous: LeaseSpec | None, expected: LeaseSpec) -> None:
+    assert next_spec(decision, previous, identity=ME, now=NOW, lease_duration_seconds=15) == expected
+
+
+@pytest.mark.parametrize("decision", [Decision.WAIT, Decision.LOST], ids=["waiting writes nothing",
+                                                                          "losing writes nothing"])
+def test_next_spec_refuses_decisions_without_a_write(decision: Decision) -> None:
+    with pytest.raises(ValueError, match="writes no record"):
+        next_spec(decision, None, identity=ME, now=NOW, lease_duration_seconds=15)
+
+
+def test_release_clears_holder_keeps_transitions_and_lets_a_standby_acquire_at_once() -> None:
+    held = LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=EARLIER, renew_time=EARLIER,
+                     lease_transitions=3)
+    released = released_spec(held, now=NOW)
+    assert released == LeaseSpec(holder_identity=None, lease_duration_seconds=1, acquire_time=STAMP,
+                                 renew_time=STAMP, lease_transitions=3)
+    assert decide(Observed(released, T0), identity=OTHER, now=T0, last_renewed=None,
+                  renew_deadline=DEADLINE) is Decision.ACQUIRE
+
+
+@pytest.mark.parametrize(
+    ("instant", "expected"),
+    [
+        pytest.param(datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC), "2026-01-02T03:04:05.000006Z",
+                     id="microseconds are zero padded to six digits"),
+        pytest.param(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "2026-01-02T03:04:05.000000Z",
+                     id="a whole second still carries six fractional digits"),
+        pytest.param(datetime(2026, 1, 2, 5, 4, 5, 7, tzinfo=timezone(timedelta(hours=2))),
+                     "2026-01-02T03:04:05.000007Z", id="other zones are converted to UTC"),
+    ],
+)
+def test_format_micro_time(instant: datetime, expected: str) -> None:
+    assert format_micro_time(instant) == expected
+
+
+def test_format_micro_time_rejects_naive_datetimes() -> None:
+    with pytest.raises(ValueError, match="aware"):
+        format_micro_time(datetime(2026, 1, 2))
+
+
+def test_default_timing_is_15_10_2_seconds() -> None:
+    timing = LeaseTiming()
+    assert (timing.lease_duration, timing.renew_deadline, timing.retry_period) == (15.0, 10.0, 2.0)
+    assert (DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD) == (15.0, 10.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("lease", "renew", "retry"),
+    [
+        pytest.param(10.0, 10.0, 2.0, id="lease duration equal to the renew deadline is rejected"),
+        pytest.param(9.0, 10.0, 2.0, id="lease duration below the renew deadline is rejected"),
+        pytest.param(15.0, 2.4, 2.0, id="renew deadline equal to 1.2 retry periods is rejected"),
+        pytest.param(15.0, 2.0, 2.0, id="renew deadline equal to the retry period is rejected"),
+        pytest.param(15.0, 10.0, 0.0, id="a zero retry period is rejected"),
+    ],
+)
+def test_timing_validation_rejects(lease: float, renew: float, retry: float) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        LeaseTiming(lease, renew, retry)
+
+
+@pytest.mark.parametrize(
+    ("lease", "renew", "retry"),
+    [
+        pytest.param(3.0, 2.0, 0.5, id="the short test timing 3 2 0.5 is valid"),
+        pytest.param(15.0, 2.41, 2.0, id="renew deadline just above 1.2 retry periods is valid"),
+    ],
+)
+def test_timing_validation_accepts(lease: float, renew: float, retry: float) -> None:
+    LeaseTiming(lease, renew, retry)
+
+
+@pytest.mark.parametrize(
+    ("renew", "expected"),
+    [
+        pytest.param(10.0, 5.0, id="default renew deadline 10 s gives 5 s per attempt"),
+        pytest.param(1.5, 1.0, id="short renew deadline is floored at 1 s per attempt"),
+    ],
+)
+def test_attempt_timeout_is_half_the_renew_deadline_at_least_one_second(renew: float, expected: float) -> None:
+    assert LeaseTiming(15.0, renew, 1.0).attempt_timeout == expected
+
+
+def test_lease_duration_seconds_rounds_up_so_others_never_wait_less() -> None:
+    assert LeaseTiming(3.2, 2.0, 0.5).lease_duration_seconds == 4
+    assert LeaseTiming(15.0, 10.0, 2.0).lease_duration_seconds == 15
