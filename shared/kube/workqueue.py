@@ -306,7 +306,8 @@ class WorkQueue(Generic[K]):
         """Wait for a ready key and mark it processing; the caller must call :meth:`done` with it.
 
         Raises :class:`ShutDown` once :meth:`shutdown` was called (keys still queued are not handed out).
-        Cancel-safe: a cancelled ``get`` takes nothing.
+        Cancel-safe: a cancelled ``get`` takes nothing. Returns without yielding to the loop when a key is
+        ready, like ``asyncio.Queue.get``; the handler's own awaits are the workers' scheduling points.
         """
         while True:
             if self._shutting_down:
