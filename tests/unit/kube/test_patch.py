@@ -10,11 +10,14 @@ import pytest
 
 from shared import finalizers as fin
 from shared.api.meta import ObjectMeta
+from shared.api.process import ProcessPhase, ProcessStatus
 from shared.kube.client import CONFIG_MAPS, NAMESPACES, Resource
+from shared.kube.errors import Conflict
 from shared.kube.patch import (
     DEFAULT_RETRY,
     MetaView,
     RetryPolicy,
+    add_finalizer,
     add_finalizer_patch,
     annotation_changes,
     apply_target,
@@ -194,6 +197,31 @@ def test_retry_delays(policy: RetryPolicy, rng: float, expected: list[float]) ->
     assert policy.delays(lambda: rng) == pytest.approx(expected)
 
 
+class _AlwaysConflicting:
+    """A stand-in client whose every PATCH loses the race; GET returns a fresh version each time."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
+        self.calls.append("GET")
+        version = str(len(self.calls))
+        return msgspec.json.encode({"metadata": {"name": name, "resourceVersion": version, "finalizers": [OTHER]}})
+
+    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None) -> bytes:
+        self.calls.append("PATCH")
+        raise Conflict(409, "Conflict", "the object has been modified")
+
+
+@pytest.mark.anyio
+async def test_a_finalizer_write_gives_up_with_conflict_after_the_retry_steps() -> None:
+    client = _AlwaysConflicting()
+    policy = RetryPolicy(steps=3, duration=0.0, jitter=0.0)
+    with pytest.raises(Conflict):
+        await add_finalizer(client, CONFIG_MAPS, "ns", "obj", fin.PROCESS, retry=policy)  # type: ignore[arg-type]
+    assert client.calls == ["GET", "PATCH"] * 3
+
+
 # ── status ──
 
 
@@ -268,8 +296,6 @@ def test_status_changes(current: Any, status_patch: dict[str, Any], changes: boo
 
 
 def test_status_of_a_wire_struct_compares_in_its_wire_form() -> None:
-    from shared.api.process import ProcessPhase, ProcessStatus
-
     class _Process(msgspec.Struct):
         metadata: ObjectMeta
         status: ProcessStatus
