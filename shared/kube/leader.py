@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from shared.api.meta import ObjectMeta
@@ -366,6 +367,7 @@ class LeaderElector:
             if error is not None:
                 raise error
             if lost:
+                await anyio.lowlevel.checkpoint_if_cancelled()  # a shutdown stays a cancellation
                 raise LeadershipLost(f"lost lease {self.namespace}/{self.name} as {self.identity}")
         finally:
             was_leader = self.is_leader

@@ -1,4 +1,4 @@
-"""Leader election's pure parts: the acquire/renew/wait/lost decision, the records written, timing validation.
+"""Leader election: the pure decision, the records written, timing validation, and run() on a fake Lease API.
 
 Expected values come from client-go ``tools/leaderelection/leaderelection.go`` as summarised in
 spec/runtime-anchors.md §1 ("Leader election") and §3 #21: a holder's term runs ``leaseDurationSeconds`` from
@@ -9,14 +9,24 @@ since its last successful renewal; takeover increments leaseTransitions; release
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import cast
 
+import anyio
+import anyio.lowlevel
+import msgspec
 import pytest
+from prometheus_client import CollectorRegistry
 
+from shared.kube.client import KubeClient
+from shared.kube.errors import Conflict, NotFound
 from shared.kube.leader import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,
     DEFAULT_RETRY_PERIOD,
     Decision,
+    LeaderElector,
+    LeadershipLost,
+    Lease,
     LeaseSpec,
     LeaseTiming,
     Observed,
@@ -25,6 +35,7 @@ from shared.kube.leader import (
     next_spec,
     released_spec,
 )
+from shared.kube.metrics import RuntimeMetrics
 
 ME = "me_1"
 OTHER = "other_2"
@@ -203,3 +214,122 @@ def test_attempt_timeout_is_half_the_renew_deadline_at_least_one_second(renew: f
 def test_lease_duration_seconds_rounds_up_so_others_never_wait_less() -> None:
     assert LeaseTiming(3.2, 2.0, 0.5).lease_duration_seconds == 4
     assert LeaseTiming(15.0, 10.0, 2.0).lease_duration_seconds == 15
+
+
+# --- LeaderElector.run against an in-memory Lease endpoint --------------------------------------------------
+
+
+class FakeLeaseApi:
+    """The Lease endpoints of an API server for one Lease: GET, POST, and PUT guarded by resourceVersion."""
+
+    def __init__(self) -> None:
+        self.lease: Lease | None = None
+        self.writes: list[tuple[str, LeaseSpec]] = []
+        self._rv = 0
+
+    def store(self, lease: Lease) -> bytes:
+        self._rv += 1
+        self.lease = msgspec.structs.replace(
+            lease, metadata=msgspec.structs.replace(lease.metadata, resource_version=str(self._rv)))
+        return msgspec.json.encode(self.lease)
+
+    async def request(self, method: str, path: str, *, body: bytes | None = None,
+                      request_timeout: float | None = None) -> bytes:
+        await anyio.lowlevel.checkpoint()
+        if method == "GET":
+            if self.lease is None:
+                raise NotFound(404, "NotFound", path)
+            return msgspec.json.encode(self.lease)
+        assert body is not None
+        lease = msgspec.json.decode(body, type=Lease)
+        if method == "POST" and self.lease is not None:
+            raise Conflict(409, "AlreadyExists", path)
+        if method == "PUT" and (self.lease is None or
+                                lease.metadata.resource_version != self.lease.metadata.resource_version):
+            raise Conflict(409, "Conflict", path)
+        self.writes.append((method, lease.spec))
+        return self.store(lease)
+
+
+def fake_elector(api: FakeLeaseApi, registry: CollectorRegistry) -> LeaderElector:
+    return LeaderElector(cast(KubeClient, api), "lease", "ns", identity=ME, timing=LeaseTiming(3.0, 2.0, 0.5),
+                         metrics=RuntimeMetrics(registry))
+
+
+def status(registry: CollectorRegistry, metric: str) -> float | None:
+    return registry.get_sample_value(metric, {"name": "lease"})
+
+
+@pytest.mark.anyio
+async def test_run_leads_while_work_runs_then_releases_when_it_returns() -> None:
+    api, registry = FakeLeaseApi(), CollectorRegistry()
+    elector = fake_elector(api, registry)
+    seen: list[tuple[bool, float | None]] = []
+
+    async def work() -> None:
+        seen.append((elector.is_leader, status(registry, "leader_election_master_status")))
+
+    with anyio.fail_after(5):
+        await elector.run(work)
+    assert seen == [(True, 1.0)]
+    assert (elector.is_leader, status(registry, "leader_election_master_status")) == (False, 0.0)
+    assert [(method, spec.holder_identity) for method, spec in api.writes] == [("POST", ME), ("PUT", None)]
+    assert api.lease is not None
+    assert (api.lease.spec.lease_duration_seconds, api.lease.spec.lease_transitions) == (1, 0)
+
+
+@pytest.mark.anyio
+async def test_run_reraises_the_work_error_itself_after_releasing() -> None:
+    api = FakeLeaseApi()
+    elector = fake_elector(api, CollectorRegistry())
+
+    async def work() -> None:
+        raise KeyError("boom")
+
+    with anyio.fail_after(5), pytest.raises(KeyError, match="boom"):
+        await elector.run(work)
+    assert api.lease is not None
+    assert api.lease.spec.holder_identity is None
+
+
+@pytest.mark.anyio
+async def test_another_holder_cancels_the_work_and_raises_leadership_lost_without_release() -> None:
+    api, registry = FakeLeaseApi(), CollectorRegistry()
+    elector = fake_elector(api, registry)
+    cancelled = anyio.Event()
+
+    async def work() -> None:
+        assert api.lease is not None
+        taken = next_spec(Decision.ACQUIRE, api.lease.spec, identity=OTHER, now=NOW, lease_duration_seconds=3)
+        api.store(msgspec.structs.replace(api.lease, spec=taken))
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    with anyio.fail_after(5), pytest.raises(LeadershipLost):
+        await elector.run(work)
+    assert cancelled.is_set()
+    assert api.lease is not None
+    assert (api.lease.spec.holder_identity, api.lease.spec.lease_transitions) == (OTHER, 1)
+    # the fast-path PUT met a 409 and fell back to GET (client-go's slow path), which showed the new holder
+    assert status(registry, "leader_election_slowpath_total") == 1.0
+    assert status(registry, "leader_election_master_status") == 0.0
+
+
+@pytest.mark.anyio
+async def test_run_refuses_to_run_twice_at_once() -> None:
+    elector = fake_elector(FakeLeaseApi(), CollectorRegistry())
+    started = anyio.Event()
+
+    async def work() -> None:
+        started.set()
+        await anyio.sleep_forever()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(elector.run, work)
+            await started.wait()
+            with pytest.raises(RuntimeError, match="already running"):
+                await elector.run(work)
+            tg.cancel_scope.cancel()
