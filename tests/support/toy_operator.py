@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 
 import anyio
 import msgspec
@@ -49,14 +50,18 @@ async def main_async(args: argparse.Namespace) -> int:
         identity = args.identity or "toy"
 
         async def reconcile(request: Request) -> Result:
-            log.info("reconcile start", extra={"key": str(request)})
+            if args.print_starts:
+                print(f"START {request} {time.time()}", flush=True)
+            else:
+                log.info("reconcile start", extra={"key": str(request)})
             if args.reconcile_delay:
                 await anyio.sleep(args.reconcile_delay)
             cm = informer.get(str(request))
             if cm is not None:
                 await patch_annotations(client, CONFIG_MAPS, cm,
                                         {SEEN: cm.data.get("value", ""), BY: identity})
-            log.info("reconcile end", extra={"key": str(request)})
+            if not args.print_starts:
+                log.info("reconcile end", extra={"key": str(request)})
             return Result.done()
 
         manager.add(Controller("toy", informer, reconcile, workers=args.workers))
@@ -82,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--grace", type=float, default=30.0)
     parser.add_argument("--health-port", type=int, default=0)
+    parser.add_argument("--print-starts", action="store_true",
+                        help="print 'START <key> <unix time>' to stdout per reconcile instead of logging (benchmarks)")
     args = parser.parse_args(argv)
-    configure_logging("INFO")
+    configure_logging("WARNING" if args.print_starts else "INFO")
     return anyio.run(main_async, args)
 
 
