@@ -13,11 +13,36 @@ import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from shared.kube.client import Resource
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 THIRD_PARTY_CRDS = FIXTURES / "crds"
 """Schema-only Flux and external-dns CRDs (written by ``python -m tools.strip_crds``)."""
 
 T = TypeVar("T")
+
+
+def widget_crd(group: str) -> tuple[Resource, dict[str, Any]]:
+    """A throwaway namespaced kind ``Widget`` in ``group`` (v1): free-form spec and status, a status
+    subresource (so ``metadata.generation`` moves on spec changes only). Returns its Resource and CRD."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{
+                "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                }}},
+            }],
+        },
+    }
+    return Resource(group, "v1", "widgets", "Widget"), crd
 
 
 def load_yaml_docs(path: Path) -> list[dict[str, Any]]:

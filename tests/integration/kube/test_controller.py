@@ -16,12 +16,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from shared.api.meta import ObjectMeta
 from shared.controlplane import LocalControlPlane
-from shared.kube.client import CONFIG_MAPS, KubeClient, Resource
+from shared.kube.client import CONFIG_MAPS, KubeClient
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.informer import Informer
 from shared.kube.metrics import RuntimeMetrics, render
 from tests.integration.kube.conftest import ConfigMap
-from tests.support.kube import install_crds, wait_for
+from tests.support.kube import install_crds, wait_for, widget_crd
 
 pytestmark = pytest.mark.anyio
 
@@ -125,24 +125,7 @@ class Widget(msgspec.Struct):
     status: dict[str, Any] = {}
 
 
-WIDGETS = Resource("toy.tatara.test", "v1", "widgets", "Widget")
-WIDGET_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.toy.tatara.test"},
-    "spec": {
-        "group": "toy.tatara.test",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-        "scope": "Namespaced",
-        "versions": [{
-            "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            }}},
-        }],
-    },
-}
+WIDGETS, WIDGET_CRD = widget_crd("toy.tatara.test")
 
 
 async def test_our_own_status_write_does_not_trigger_another_reconcile(

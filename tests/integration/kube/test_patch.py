@@ -22,7 +22,7 @@ from shared.kube.patch import (
     patch_status,
     remove_finalizer,
 )
-from tests.support.kube import wait_for
+from tests.support.kube import wait_for, widget_crd
 
 pytestmark = pytest.mark.anyio
 
@@ -30,25 +30,7 @@ OTHER = "example.com/other-controller"
 RACES = 15
 """Rounds per race test; each round is a fresh object read once (stale) by every racer."""
 
-WIDGETS = Resource("patchtest.tatara.io", "v1", "widgets", "Widget")
-WIDGET_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.patchtest.tatara.io"},
-    "spec": {
-        "group": "patchtest.tatara.io",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-        "versions": [{
-            "name": "v1", "served": True, "storage": True,
-            "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            }}},
-        }],
-    },
-}
+WIDGETS, WIDGET_CRD = widget_crd("patchtest.tatara.io")
 
 
 def decode(raw: bytes) -> dict[str, Any]:
