@@ -324,9 +324,7 @@ def _routing_pair(
         dns = _base(DNS_ENDPOINT_API_VERSION, "DNSEndpoint", f"{ingress_name}-dns", namespace, base_ann)
         dns["metadata"]["labels"] = dict(route_labels)
         dns["spec"] = {
-            "endpoints": [
-                {"dnsName": fqdn, "recordType": "CNAME", "recordTTL": 60, "targets": [cfg.dns_lb_target]}
-            ]
+            "endpoints": [{"dnsName": fqdn, "recordType": "CNAME", "recordTTL": 60, "targets": [cfg.dns_lb_target]}]
         }
         docs.append(dns)
     return docs

@@ -1,0 +1,366 @@
+"""Boundary (pre/postcondition) evaluation over a snapshot — spec/process-reconciler.md §8,
+process-crd.md §4.4; ``boundary.timeout`` per DESIGN.md §2.7.
+
+Pure: reads only :class:`~reconciler.decision.Observed`. Objects a condition names (a Job, a
+receipt ConfigMap, a Kustomization in another namespace) are looked up in ``observed.children``
+by :class:`ChildRef`; the executor fetches them beforehand — :func:`referenced_refs` lists
+them and :func:`promql_queries` the PromQL queries for ``observed.prometheus``. Missing from
+the snapshot means absent (the spec's 404). Nothing here raises: bad params and unknown kinds
+give an Unknown row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any, Final
+
+import msgspec
+
+from reconciler.decision import ChildRef, ChildState, Observed
+from reconciler.render import HELM_RELEASE_API_VERSION, KUSTOMIZATION_API_VERSION
+from shared.api.boundary import Condition, ConditionKind
+from shared.api.phase import ProcessPhase
+from shared.api.process import CheckedCondition, Process
+from shared.api.receipt import ReceiptError, parse_either
+from shared.duration import parse_duration
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "BoundaryResult",
+    "Outcome",
+    "Verdict",
+    "boundary_timeout",
+    "evaluate",
+    "promql_queries",
+    "referenced_refs",
+    "timeout_exceeded",
+]
+
+DEFAULT_TIMEOUT: Final = timedelta(seconds=900)
+"""``boundary.timeout`` when absent (process-crd §4.4, ``default_boundary_timeout_seconds``)."""
+
+_JOB: Final = ("batch/v1", "Job")
+_CONFIG_MAP: Final = ("v1", "ConfigMap")
+_CONVERGING: Final = frozenset({ProcessPhase.EXECING, ProcessPhase.RUNNING, ProcessPhase.RECONVERGING})
+
+
+class Outcome(Enum):
+    """One condition's result (spec §8.1). Unknown counts as unsatisfied."""
+
+    SATISFIED = "Satisfied"
+    UNSATISFIED = "Unsatisfied"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One condition's outcome and its message (empty when satisfied)."""
+
+    outcome: Outcome
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class BoundaryResult:
+    """Rows for ``status.boundary.pre/postconditions`` (spec order) and the overall verdict."""
+
+    rows: tuple[CheckedCondition, ...]
+    satisfied: bool
+    """True when every row is satisfied (also for no rows)."""
+
+
+# ── params ─────────────────────────────────────────────────────────────────────
+
+
+class _PhaseParams(msgspec.Struct, rename="camel"):
+    process_ref: str
+    phase: ProcessPhase
+    namespace: str | None = None
+
+
+class _NamedParams(msgspec.Struct, rename="camel"):
+    name: str
+    namespace: str | None = None
+
+
+class _JobParams(msgspec.Struct, rename="camel"):
+    name: str
+    namespace: str | None = None
+    expect_receipt: bool = False
+    receipt_config_map: str | None = None
+
+
+class _ClosedLoopParams(msgspec.Struct, rename="camel"):
+    namespace: str | None = None
+    job_name: str | None = None
+    receipt_config_map: str | None = None
+    expected_root: str | None = None
+
+
+class _PromParams(msgspec.Struct, rename="camel"):
+    query: str
+
+
+class _BadParams(Exception):
+    pass
+
+
+def _params(params: Any, model: type[Any]) -> Any:
+    try:
+        return msgspec.convert(params if params is not None else {}, model)
+    except msgspec.ValidationError as err:
+        raise _BadParams(str(err)) from None
+
+
+def _ns(process: Process) -> str:
+    return process.metadata.namespace or "default"
+
+
+# ── per kind (§8.2) ────────────────────────────────────────────────────────────
+
+
+def _process_phase(params: _PhaseParams, process: Process, observed: Observed) -> Verdict:
+    ns = params.namespace or _ns(process)
+    ref = f"{ns}/{params.process_ref}"
+    target = observed.processes_by_ref.get(ref)
+    if target is None:
+        return Verdict(Outcome.UNSATISFIED, f"process {ref} not found")
+    actual = target.phase
+    if actual.rank >= params.phase.rank:
+        return Verdict(Outcome.SATISFIED)
+    return Verdict(Outcome.UNSATISFIED, f"{ref} is {actual.value}; need at least {params.phase.value}")
+
+
+def _flux_ready(label: str, api_version: str, params: _NamedParams, process: Process, observed: Observed) -> Verdict:
+    ns = params.namespace or _ns(process)
+    state = observed.children.get(ChildRef(api_version, label, ns, params.name))
+    if state is None:
+        return Verdict(Outcome.UNSATISFIED, f"{label} {ns}/{params.name} not found")
+    if state.ready is True:
+        return Verdict(Outcome.SATISFIED)
+    if state.ready is False:
+        return Verdict(Outcome.UNSATISFIED, state.message or f"{label} not ready")
+    return Verdict(Outcome.UNKNOWN, f"{label} condition unknown")
+
+
+def _lookup(observed: Observed, api_kind: tuple[str, str], ns: str, name: str) -> ChildState | None:
+    return observed.children.get(ChildRef(api_kind[0], api_kind[1], ns, name))
+
+
+def _job_counts(job: ChildState) -> tuple[int, int, int]:
+    status = job.object.get("status")
+    status = status if isinstance(status, Mapping) else {}
+
+    def count(key: str) -> int:
+        value = status.get(key)
+        return value if isinstance(value, int) else 0
+
+    return count("succeeded"), count("failed"), count("active")
+
+
+def _receipt(observed: Observed, ns: str, cm: str, expected_root: str | None) -> str | None:
+    """spec §8.3. None when the receipt verifies, ``"missing"`` or a malformed reason otherwise."""
+    state = _lookup(observed, _CONFIG_MAP, ns, cm)
+    if state is None:
+        return "missing"
+    data = state.object.get("data")
+    data = data if isinstance(data, Mapping) else {}
+    payload = data.get("receipt.json")
+    if not isinstance(payload, str):
+        payload = data.get("receipt.yaml")
+    if not isinstance(payload, str):
+        return "ConfigMap missing data['receipt.json' | 'receipt.yaml'] string key"
+    try:
+        parse_either(payload).expect_root(expected_root)
+    except ReceiptError as err:
+        return str(err)
+    return None
+
+
+def _job_attested(params: _JobParams, process: Process, observed: Observed) -> Verdict:
+    ns = params.namespace or _ns(process)
+    where = f"Job {ns}/{params.name}"
+    job = _lookup(observed, _JOB, ns, params.name)
+    if job is None:
+        return Verdict(Outcome.UNSATISFIED, f"{where} not found")
+    succeeded, failed, active = _job_counts(job)
+    if failed > 0:
+        return Verdict(Outcome.UNSATISFIED, f"{where} failed (status.failed={failed})")
+    if succeeded < 1:
+        return Verdict(Outcome.UNSATISFIED, f"{where} still running (succeeded={succeeded}, active={active})")
+    if not params.expect_receipt:
+        return Verdict(Outcome.SATISFIED)
+    cm = params.receipt_config_map or f"{params.name}-receipt"
+    problem = _receipt(observed, ns, cm, None)
+    if problem == "missing":
+        return Verdict(Outcome.UNSATISFIED, f"{where} succeeded but receipt ConfigMap {ns}/{cm} missing")
+    if problem is not None:
+        return Verdict(Outcome.UNSATISFIED, f"{where} receipt malformed: {problem}")
+    return Verdict(Outcome.SATISFIED)
+
+
+def _closed_loop(params: _ClosedLoopParams, process: Process, observed: Observed) -> Verdict:
+    ns = params.namespace or _ns(process)
+    job_name = params.job_name or f"{process.metadata.name}-closed-loop-probe"
+    where = f"closed-loop probe Job {ns}/{job_name}"
+    job = _lookup(observed, _JOB, ns, job_name)
+    if job is None:
+        return Verdict(Outcome.UNSATISFIED, f"{where} not found")
+    succeeded, failed, _ = _job_counts(job)
+    if failed > 0:
+        return Verdict(Outcome.UNSATISFIED, f"{where} failed (status.failed={failed})")
+    if succeeded < 1:
+        return Verdict(Outcome.UNSATISFIED, f"{where} still running")
+    cm = params.receipt_config_map or f"{job_name}-receipt"
+    problem = _receipt(observed, ns, cm, params.expected_root)
+    if problem == "missing":
+        return Verdict(Outcome.UNSATISFIED, f"closed-loop receipt ConfigMap {ns}/{cm} missing")
+    if problem is not None:
+        return Verdict(Outcome.UNSATISFIED, f"closed-loop receipt malformed: {problem}")
+    return Verdict(Outcome.SATISFIED)
+
+
+def _promql(params: _PromParams, observed: Observed) -> Verdict:
+    """Truthy scalar → Satisfied (process-crd §4.4); the executor pre-fetched the result."""
+    if params.query not in observed.prometheus:
+        return Verdict(Outcome.UNKNOWN, "no Prometheus URL configured")
+    value = observed.prometheus[params.query]
+    if value is None:
+        return Verdict(Outcome.UNKNOWN, f"PromQL query {params.query!r} failed or returned no sample")
+    if value != 0 and value == value:  # NaN is not truthy
+        return Verdict(Outcome.SATISFIED)
+    return Verdict(Outcome.UNSATISFIED, f"PromQL query {params.query!r} returned {value:g}")
+
+
+_PARAM_LABEL: Final[Mapping[ConditionKind, str]] = {
+    ConditionKind.PROCESS_PHASE: "ProcessPhase",
+    ConditionKind.KUSTOMIZATION_HEALTHY: "Kustomization",
+    ConditionKind.HELM_RELEASE_RELEASED: "HelmRelease",
+    ConditionKind.JOB_ATTESTED: "JobAttested",
+    ConditionKind.CLOSED_LOOP_AUTH: "ClosedLoopAuth",
+    ConditionKind.PROM_QL: "PromQL",
+}
+
+
+def check(condition: Condition, process: Process, observed: Observed) -> Verdict:
+    """One condition's verdict (spec §8.2). Never raises."""
+    kind = condition.kind
+    try:
+        if kind is ConditionKind.PROCESS_PHASE:
+            return _process_phase(_params(condition.params, _PhaseParams), process, observed)
+        if kind is ConditionKind.KUSTOMIZATION_HEALTHY:
+            named = _params(condition.params, _NamedParams)
+            return _flux_ready("Kustomization", KUSTOMIZATION_API_VERSION, named, process, observed)
+        if kind is ConditionKind.HELM_RELEASE_RELEASED:
+            named = _params(condition.params, _NamedParams)
+            return _flux_ready("HelmRelease", HELM_RELEASE_API_VERSION, named, process, observed)
+        if kind is ConditionKind.JOB_ATTESTED:
+            return _job_attested(_params(condition.params, _JobParams), process, observed)
+        if kind is ConditionKind.CLOSED_LOOP_AUTH:
+            return _closed_loop(_params(condition.params, _ClosedLoopParams), process, observed)
+        if kind is ConditionKind.PROM_QL:
+            return _promql(_params(condition.params, _PromParams), observed)
+    except _BadParams as err:
+        return Verdict(Outcome.UNKNOWN, f"{_PARAM_LABEL[kind]} params invalid: {err}")
+    except Exception as err:  # a bug in one evaluator must not block the Process (issue 5)
+        return Verdict(Outcome.UNKNOWN, f"{kind.value} evaluation error: {err}")
+    return Verdict(Outcome.UNKNOWN, kind.stub_message or f"condition kind {kind.value!r} is not supported")
+
+
+def evaluate(conditions: Sequence[Condition], observed: Observed) -> BoundaryResult:
+    """Evaluate ``conditions`` in order against ``observed`` (spec §8.1).
+
+    Each row: ``{kind, params, satisfied, lastCheck: observed.now, message}`` with the message
+    left out when satisfied. ``satisfied`` on the result is the AND of all rows.
+    """
+    process = observed.process
+    rows = []
+    for condition in conditions:
+        verdict = check(condition, process, observed)
+        ok = verdict.outcome is Outcome.SATISFIED
+        rows.append(
+            CheckedCondition(
+                kind=condition.kind,
+                params=condition.params,
+                satisfied=ok,
+                last_check=observed.now,
+                message=None if ok else verdict.message,
+            )
+        )
+    return BoundaryResult(rows=tuple(rows), satisfied=all(r.satisfied for r in rows))
+
+
+# ── what the executor must fetch ──────────────────────────────────────────────
+
+
+def referenced_refs(conditions: Sequence[Condition], process: Process) -> list[ChildRef]:
+    """Objects the conditions read from ``observed.children`` (Kustomizations, HelmReleases,
+    Jobs, receipt ConfigMaps), in order, without duplicates. Bad params are skipped."""
+    ns = _ns(process)
+    out: list[ChildRef] = []
+    for c in conditions:
+        try:
+            if c.kind is ConditionKind.KUSTOMIZATION_HEALTHY:
+                p = _params(c.params, _NamedParams)
+                out.append(ChildRef(KUSTOMIZATION_API_VERSION, "Kustomization", p.namespace or ns, p.name))
+            elif c.kind is ConditionKind.HELM_RELEASE_RELEASED:
+                p = _params(c.params, _NamedParams)
+                out.append(ChildRef(HELM_RELEASE_API_VERSION, "HelmRelease", p.namespace or ns, p.name))
+            elif c.kind is ConditionKind.JOB_ATTESTED:
+                j = _params(c.params, _JobParams)
+                out.append(ChildRef(*_JOB, j.namespace or ns, j.name))
+                if j.expect_receipt:
+                    out.append(ChildRef(*_CONFIG_MAP, j.namespace or ns, j.receipt_config_map or f"{j.name}-receipt"))
+            elif c.kind is ConditionKind.CLOSED_LOOP_AUTH:
+                cl = _params(c.params, _ClosedLoopParams)
+                job = cl.job_name or f"{process.metadata.name}-closed-loop-probe"
+                out.append(ChildRef(*_JOB, cl.namespace or ns, job))
+                out.append(ChildRef(*_CONFIG_MAP, cl.namespace or ns, cl.receipt_config_map or f"{job}-receipt"))
+        except _BadParams:
+            continue
+    return list(dict.fromkeys(out))
+
+
+def promql_queries(conditions: Sequence[Condition]) -> list[str]:
+    """The PromQL queries to pre-fetch into ``observed.prometheus``, in order, deduplicated."""
+    out: list[str] = []
+    for c in conditions:
+        if c.kind is ConditionKind.PROM_QL:
+            try:
+                out.append(_params(c.params, _PromParams).query)
+            except _BadParams:
+                continue
+    return list(dict.fromkeys(out))
+
+
+# ── timeout ───────────────────────────────────────────────────────────────────
+
+
+def boundary_timeout(process: Process) -> timedelta:
+    """``spec.boundary.timeout`` parsed (humantime), or :data:`DEFAULT_TIMEOUT` (15m).
+
+    Raises :class:`shared.duration.DurationError` for an unparsable value (an invalid spec).
+    """
+    text = process.spec.boundary.timeout
+    return DEFAULT_TIMEOUT if text is None else parse_duration(text)
+
+
+def timeout_exceeded(process: Process, now: datetime) -> bool:
+    """True when a converging Process (Execing, Running, Reconverging) is past its boundary deadline.
+
+    The deadline is ``status.boundary.deadline`` when the phase machine wrote one (on entering
+    Execing: ``now + boundary_timeout``), else ``status.phaseSince + boundary_timeout``. Other
+    phases, or no anchor → False. Raises ``DurationError`` for an unparsable ``boundary.timeout``.
+    """
+    status = process.status
+    if status is None or status.phase not in _CONVERGING:
+        return False
+    deadline = status.boundary.deadline
+    if deadline is None:
+        if status.phase_since is None:
+            return False
+        deadline = status.phase_since + boundary_timeout(process)
+    return now >= deadline
