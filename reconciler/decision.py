@@ -98,6 +98,11 @@ class Decision:
             it into ``status.pid`` (and ``status.parent``).
         signal_children: (namespace, name, signal) to send to child Processes (the SIGTERM cascade).
         delete_self: delete the Process object (an ephemeral Process after Reaped).
+        suspended: set ``spec.suspended`` (SIGSTOP/SIGCONT, ``startSuspended``) in the same
+            main-resource merge patch as ``annotations``, so the signal is stripped in the write
+            that applies it.
+        signal: ``(signal, outcome)`` for ``tatara_signals_total``; outcome is ``applied``,
+            ``ignored`` or ``invalid`` (signal is the raw annotation value when invalid).
         events: Events to record.
         requeue_after: seconds until the next reconcile (None: wait for the next watch event).
     """
@@ -112,5 +117,7 @@ class Decision:
     allocate_pid: bool = False
     signal_children: tuple[tuple[str, str, ProcessSignal], ...] = ()
     delete_self: bool = False
+    suspended: bool | None = None
+    signal: tuple[str, str] | None = None
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None

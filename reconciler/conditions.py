@@ -1,0 +1,62 @@
+"""kstatus conditions (``Ready``, ``Reconciling``, ``Stalled``) for a Process phase.
+
+— DESIGN.md §4 (kstatus with ``observedGeneration``); process-crd.md §5.2 (condition shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from shared.api.codec import format_timestamp
+from shared.api.phase import ProcessPhase
+from shared.api.process import ProcessCondition
+
+__all__ = ["CONDITION_TYPES", "conditions_for"]
+
+CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")
+
+_P = ProcessPhase
+_SETTLED = frozenset({_P.ATTESTED, _P.FAILED, _P.REAPED})
+
+
+def conditions_for(
+    phase: ProcessPhase,
+    generation: int | None,
+    now: datetime,
+    reason: str,
+    message: str,
+    *,
+    stalled: bool | None = None,
+    previous: Sequence[ProcessCondition] = (),
+) -> list[dict[str, Any]]:
+    """The three kstatus conditions as ``status.conditions`` wire dicts, in type order.
+
+    ``Ready`` is True only in Attested; ``Stalled`` True in Failed (or when ``stalled`` forces it,
+    e.g. an intent we do not render); ``Reconciling`` True in every other non-settled phase.
+    ``lastTransitionTime`` is kept from ``previous`` when a condition's status is unchanged.
+    """
+    is_stalled = phase is _P.FAILED if stalled is None else stalled
+    values = {
+        "Ready": phase is _P.ATTESTED and not is_stalled,
+        "Reconciling": phase not in _SETTLED and not is_stalled,
+        "Stalled": is_stalled,
+    }
+    before = {c.type_: c for c in previous}
+    out: list[dict[str, Any]] = []
+    for type_ in CONDITION_TYPES:
+        status = "True" if values[type_] else "False"
+        prior = before.get(type_)
+        since = prior.last_transition_time if prior is not None and prior.status == status else now
+        cond: dict[str, Any] = {
+            "type": type_,
+            "status": status,
+            "lastTransitionTime": format_timestamp(since),
+            "reason": reason,
+            "message": message,
+        }
+        if generation is not None:
+            cond["observedGeneration"] = generation
+        out.append(cond)
+    return out

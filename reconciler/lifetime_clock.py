@@ -1,0 +1,68 @@
+"""The ephemeral lifetime clock: teardown policy and TTL from ``metadata.creationTimestamp``.
+
+— spec/lifetime-pool-allocation.md §4.2–§4.4; durations per §0.7 (:mod:`shared.duration`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from shared.api.phase import ProcessPhase
+from shared.api.process import Process
+from shared.duration import DurationError, parse_duration
+
+__all__ = ["evaluate", "requeue_with_ttl"]
+
+
+def _ttl(text: str) -> timedelta | None:
+    """The TTL, or None when it does not parse (silently ignored, §4.3 step 3.2)."""
+    try:
+        return parse_duration(text)
+    except DurationError:
+        return None
+
+
+def _ttl_state(process: Process, now: datetime) -> tuple[str, timedelta, timedelta] | None:
+    """(ttl as written, ttl, elapsed) when the TTL can be evaluated (§4.3 step 3), else None."""
+    eph = process.spec.lifetime.resolved_ephemeral()
+    created = process.metadata.creation_timestamp
+    if eph is None or created is None:
+        return None
+    ttl = _ttl(eph.ttl)
+    elapsed = now - created
+    if ttl is None or elapsed < timedelta(0):
+        return None
+    return eph.ttl, ttl, elapsed
+
+
+def evaluate(process: Process, phase: ProcessPhase, now: datetime) -> str | None:
+    """The clock (§4.3): the terminate reason text when it fires now, else None (Skip).
+
+    Teardown policy first (``ephemeral lifetime: teardown_policy=<P> fired on <Phase>``), then the
+    TTL from ``metadata.creationTimestamp`` outside the exit phases
+    (``ephemeral lifetime: ttl=<ttl> expired (elapsed=<N>s)``).
+    """
+    eph = process.spec.lifetime.resolved_ephemeral()
+    if eph is None:
+        return None
+    if eph.teardown_policy.should_teardown_on(phase):
+        return f"ephemeral lifetime: teardown_policy={eph.teardown_policy.value} fired on {phase.value}"
+    if phase in (ProcessPhase.EXITING, ProcessPhase.ZOMBIE, ProcessPhase.REAPED):
+        return None
+    state = _ttl_state(process, now)
+    if state is None:
+        return None
+    written, ttl, elapsed = state
+    if elapsed >= ttl:
+        return f"ephemeral lifetime: ttl={written} expired (elapsed={int(elapsed.total_seconds())}s)"
+    return None
+
+
+def requeue_with_ttl(process: Process, now: datetime, default: float) -> float:
+    """Seconds until the next check (§4.4): ``max(min(default, ttl remaining), 1)``, or ``default``."""
+    state = _ttl_state(process, now)
+    if state is None:
+        return default
+    _, ttl, elapsed = state
+    remaining = max((ttl - elapsed).total_seconds(), 0.0)
+    return max(min(default, remaining), 1.0)

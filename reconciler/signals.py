@@ -1,0 +1,129 @@
+"""Signals sent as the ``tatara.pleme.io/signal`` annotation: parsing and the effect table.
+
+Pure: :func:`effect_of` maps (signal, phase, ``spec.signals``) to a :class:`SignalEffect`;
+:func:`ingest` reads the annotation. The dispatcher (:mod:`reconciler.phases`) turns an
+effect into a Decision that also strips the annotation (one-shot).
+
+— spec/process-reconciler.md §4 (ingestion §4.1, effect table §4.2, writes §4.3),
+  spec/process-crd.md §7.1–§7.3; DESIGN.md §2.8 (``sigkillForce``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from shared.annotations import SIGNAL
+from shared.api.closed_set import UnknownValueError
+from shared.api.phase import ProcessPhase
+from shared.api.signal import ProcessSignal, SignalPolicy
+
+__all__ = [
+    "EffectKind",
+    "Ingestion",
+    "SignalEffect",
+    "effect_of",
+    "ingest",
+    "parse_signal",
+]
+
+_P = ProcessPhase
+
+
+class EffectKind(StrEnum):
+    """What a signal does (§4.3): a phase change, a forced step, a spec patch, or nothing."""
+
+    GO_TO = "GoTo"
+    FORCE_ATTEST = "ForceAttest"
+    REMEDIATE = "Remediate"
+    SUSPEND = "Suspend"
+    RESUME = "Resume"
+    NOTHING = "Nothing"
+
+
+@dataclass(frozen=True)
+class SignalEffect:
+    """One row of the effect table: ``kind``, the target phase and message for phase effects,
+    and ``why`` for a no-op (shown in the Event)."""
+
+    kind: EffectKind
+    target: ProcessPhase | None = None
+    message: str | None = None
+    why: str = ""
+
+
+FORCE_ATTEST_MESSAGE = "forced re-attestation (SIGUSR1)"
+REMEDIATE_MESSAGE = "remediate requested (SIGUSR2)"
+
+
+def parse_signal(raw: str) -> ProcessSignal | None:
+    """The signal named by an annotation value, or None (§4.1 step 3).
+
+    ASCII upper-case, no trimming; canonical (``SIGHUP``) or short (``HUP``) form.
+    """
+    try:
+        return ProcessSignal.parse(raw)
+    except UnknownValueError:
+        return None
+
+
+def _nothing(why: str) -> SignalEffect:
+    return SignalEffect(EffectKind.NOTHING, why=why)
+
+
+def effect_of(signal: ProcessSignal, phase: ProcessPhase, policy: SignalPolicy) -> SignalEffect:
+    """The effect of ``signal`` on a Process in ``phase`` (process-reconciler.md §4.2).
+
+    Differences from the reference table, all DESIGN.md §2: SIGTERM on a Process already
+    Exiting does nothing (a rewrite would restart the grace period); SIGKILL is refused when
+    ``spec.signals.sigkillForce`` is false; SIGKILL on Failed/Zombie reaps, as the pure table
+    in the reference does (open question 14).
+    """
+    running = phase in (_P.RUNNING, _P.ATTESTED)
+    if signal is ProcessSignal.SIGHUP:
+        target = policy.sighup_strategy.sighup_target()
+        if target is None:
+            return _nothing("sighupStrategy is Noop")
+        if not running:
+            return _nothing(f"SIGHUP only acts on Running or Attested, not {phase.value}")
+        return SignalEffect(EffectKind.GO_TO, target)
+    if signal is ProcessSignal.SIGTERM:
+        if not phase.is_alive:
+            return _nothing(f"SIGTERM only acts on an alive Process, not {phase.value}")
+        if phase is _P.EXITING:
+            return _nothing("already Exiting")
+        return SignalEffect(EffectKind.GO_TO, _P.EXITING)
+    if signal is ProcessSignal.SIGKILL:
+        if phase is _P.REAPED:
+            return _nothing("already Reaped")
+        if not policy.sigkill_force:
+            return _nothing("spec.signals.sigkillForce is false")
+        return SignalEffect(EffectKind.GO_TO, _P.REAPED)
+    if signal is ProcessSignal.SIGUSR1:
+        if not running:
+            return _nothing(f"SIGUSR1 only acts on Running or Attested, not {phase.value}")
+        return SignalEffect(EffectKind.FORCE_ATTEST, _P.RUNNING, FORCE_ATTEST_MESSAGE)
+    if signal is ProcessSignal.SIGUSR2:
+        if not running:
+            return _nothing(f"SIGUSR2 only acts on Running or Attested, not {phase.value}")
+        return SignalEffect(EffectKind.REMEDIATE, _P.RECONVERGING, REMEDIATE_MESSAGE)
+    if signal is ProcessSignal.SIGSTOP:
+        return SignalEffect(EffectKind.SUSPEND)
+    return SignalEffect(EffectKind.RESUME)
+
+
+@dataclass(frozen=True)
+class Ingestion:
+    """The annotation's content: ``raw`` as written, ``signal`` None when it does not parse."""
+
+    raw: str
+    signal: ProcessSignal | None
+
+
+def ingest(annotations: Mapping[str, str]) -> Ingestion | None:
+    """Read the one-shot signal annotation; None when absent (§4.1 steps 1 and 3)."""
+    raw = annotations.get(SIGNAL)
+    if raw is None:
+        return None
+    return Ingestion(raw, parse_signal(raw))
