@@ -26,7 +26,7 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -89,6 +89,11 @@ class _ListMeta(msgspec.Struct):
     continue_: str = msgspec.field(default="", name="continue")
 
 
+class _Page(msgspec.Struct):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[msgspec.Raw] = msgspec.field(default_factory=list)
+
+
 class _BookmarkMeta(msgspec.Struct):
     resourceVersion: str = ""
 
@@ -133,6 +138,7 @@ class InformerStats:
     stalls: int = 0
     errors: int = 0
     synthesized_deletes: int = 0
+    decode_errors: int = 0
 
 
 class Informer(Generic[T]):
@@ -174,8 +180,7 @@ class Informer(Generic[T]):
         self.backoff = backoff or Backoff()
         self._rng = rng or random.Random()
         self._object_decoder = msgspec.json.Decoder(decode_type)
-        self._page_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
-            _page_type(decode_type))
+        self._page_decoder = msgspec.json.Decoder(_Page)
         self._bookmark_decoder = msgspec.json.Decoder(_Bookmark)
         self._store: dict[str, T] = {}
         self._indexers: dict[str, Callable[[T], Iterable[str]]] = {}
@@ -185,6 +190,8 @@ class Informer(Generic[T]):
         self.resource_version: str = ""
         """The last resourceVersion seen (list, event or bookmark); the watch resumes from it."""
         self.stats = InformerStats()
+        self.on_decode_error: Callable[[bytes, msgspec.ValidationError], None] | None = None
+        """Called with the raw object and the error when an object does not decode (e.g. to post an Event)."""
 
     # -- reading the cache --------------------------------------------------------------
 
@@ -266,8 +273,10 @@ class Informer(Generic[T]):
                 self.resource, self.namespace, label_selector=self.label_selector,
                 limit=self.page_size, continue_=continue_token or None)
             page = self._page_decoder.decode(raw)
-            for item in page.items:
-                fresh[object_key(item)] = item
+            for raw_item in page.items:
+                item = self._decode(raw_item)
+                if item is not None:
+                    fresh[object_key(item)] = item
             continue_token = page.metadata.continue_
             if not continue_token:
                 version = page.metadata.resourceVersion
@@ -313,7 +322,9 @@ class Informer(Generic[T]):
             if version:
                 self.resource_version = version
             return
-        obj = self._object_decoder.decode(event.object)
+        obj = self._decode(event.object)
+        if obj is None:
+            return
         key = object_key(obj)
         if event.type == "DELETED":
             self._apply(EventType.DELETED, key, obj)
@@ -321,6 +332,18 @@ class Informer(Generic[T]):
             self._apply(EventType.MODIFIED if key in self._store else EventType.ADDED, key, obj)
         if obj.metadata.resource_version:
             self.resource_version = obj.metadata.resource_version
+
+    def _decode(self, raw: msgspec.Raw) -> T | None:
+        """One object, or None when it does not match the type: one bad object must not stop the
+        informer (it is logged, counted, and reported to ``on_decode_error``)."""
+        try:
+            return self._object_decoder.decode(raw)
+        except msgspec.ValidationError as err:
+            self.stats.decode_errors += 1
+            log.warning("%s: skipping an object that does not decode: %s", self.resource.plural, err)
+            if self.on_decode_error is not None:
+                self.on_decode_error(bytes(raw), err)
+            return None
 
     def _apply(self, kind: EventType, key: str, obj: T) -> None:
         old = self._store.get(key)
@@ -350,10 +373,3 @@ class Informer(Generic[T]):
                     keys.discard(key)
                     if not keys:
                         del self._indices[name][value]
-
-
-def _page_type(item: type[Any]) -> type[Any]:
-    """A Struct type for one LIST page of ``item`` objects."""
-    return msgspec.defstruct(
-        f"{item.__name__}List", [("metadata", _ListMeta, msgspec.field(default_factory=_ListMeta)),
-                                 ("items", list[item], msgspec.field(default_factory=list))])  # type: ignore[valid-type]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Annotated
 
 import anyio
 import msgspec
 import pytest
 
+from shared.api.meta import ObjectMeta
 from shared.controlplane import LocalControlPlane
 from shared.kube.client import CONFIG_MAPS, KubeClient
 from shared.kube.informer import EventType, Informer
@@ -138,3 +140,29 @@ async def test_a_stalled_watch_is_detected_and_restarted(
 
 async def _true_if(condition: bool) -> bool:
     return condition
+
+
+class DigitsOnly(msgspec.Struct):
+    """A type stricter than the API server: data values must be digits."""
+
+    metadata: ObjectMeta
+    data: dict[str, Annotated[str, msgspec.Meta(pattern="^[0-9]+$")]] = {}
+
+
+async def test_an_object_that_does_not_decode_is_skipped_not_fatal(kclient: KubeClient, ns: str) -> None:
+    await cm(kclient, ns, "good-1", n="1")
+    await cm(kclient, ns, "bad", n="not digits")
+    rejected: list[bytes] = []
+    informer = Informer(kclient, CONFIG_MAPS, DigitsOnly, namespace=ns)
+    informer.on_decode_error = lambda raw, err: rejected.append(raw)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(informer.run)
+        with anyio.fail_after(30):
+            await informer.wait_synced()
+        await cm(kclient, ns, "good-2", n="2")
+        await cm(kclient, ns, "bad-2", n="x")
+        await wait_for(lambda: _true_if(informer.get(f"{ns}/good-2") is not None and informer.stats.decode_errors == 2),
+                       what="the watch to deliver good-2 past bad-2")
+        tg.cancel_scope.cancel()
+    assert sorted(informer.keys()) == [f"{ns}/good-1", f"{ns}/good-2"]
+    assert [msgspec.json.decode(r)["metadata"]["name"] for r in rejected] == ["bad", "bad-2"]
