@@ -12,6 +12,7 @@ self-delete → requeue.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -67,7 +68,8 @@ class Observed:
         children: owned children (rendered objects) by ref.
         child_processes: Processes whose ``spec.identity.parent`` equals this Process's ``status.pid``.
         dependencies: ``spec.dependsOn`` entries resolved to their Process ("<ns>/<name>" → Process or None).
-        processes_by_ref: other Processes a boundary condition may name ("<ns>/<name>" → Process).
+        processes_by_ref: every cached Process by "<ns>/<name>" (a read-only view of the informer cache),
+            for boundary conditions that name other Processes.
         prometheus: PromQL query → scalar result already fetched by the executor (None: not configured/failed).
         heartbeat_seconds: the Attested heartbeat / poll interval (spec/process-reconciler.md §0.2 HEARTBEAT).
     """
@@ -77,7 +79,7 @@ class Observed:
     children: dict[ChildRef, ChildState] = field(default_factory=dict)
     child_processes: tuple[Process, ...] = ()
     dependencies: dict[str, Process | None] = field(default_factory=dict)
-    processes_by_ref: dict[str, Process] = field(default_factory=dict)
+    processes_by_ref: Mapping[str, Process] = field(default_factory=dict)
     prometheus: dict[str, float | None] = field(default_factory=dict)
     heartbeat_seconds: float = 30.0
 
