@@ -1,0 +1,167 @@
+"""ProcessTable status: exact counts, capped rows, coalesced writes — process-crd §12.2, DESIGN §2.6."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import anyio
+import msgspec
+import pytest
+from anyio import wait_all_tasks_blocked
+from anyio.lowlevel import checkpoint
+
+from reconciler.table import TableStatusWriter, is_ready, pid_sort_key, table_status
+from shared.api.codec import convert
+from shared.api.process import Process
+from shared.kube.client import KubeClient, Resource
+from shared.kube.errors import NotFound
+
+NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def process(name: str, *, pid: str | None = None, phase: str | None = None, ready: str | None = None,
+            namespace: str = "ns") -> Process:
+    doc: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"classification": {"pointType": "Gate", "substrate": "Observability"},
+                 "intent": {"nix": {"flakeRef": "github:pleme-io/k8s", "attribute": "obs"}}},
+    }
+    status: dict[str, Any] = {}
+    if pid is not None:
+        status["pid"] = pid
+    if phase is not None:
+        status["phase"] = phase
+    if ready is not None:
+        status["conditions"] = [{"type": "Ready", "status": ready, "lastTransitionTime": "2025-01-01T00:00:00Z"}]
+    if status:
+        doc["status"] = status
+    return convert(doc, Process)
+
+
+@pytest.mark.parametrize(
+    ("proc", "expected"),
+    [
+        (process("a"), False),
+        (process("a", phase="Running"), False),
+        (process("a", phase="Attested"), True),
+        (process("a", phase="Attested", ready="False"), False),
+        (process("a", phase="Running", ready="True"), True),
+    ],
+    ids=["no status is not ready", "Running is not ready", "Attested without conditions is ready",
+         "a Ready=False condition wins over Attested", "a Ready=True condition is ready"],
+)
+def test_readiness(proc: Process, expected: bool) -> None:
+    assert is_ready(proc) is expected
+
+
+def test_pid_order_is_hierarchical_and_numeric() -> None:
+    pids = ["seph.10", "seph.2", "seph.2.1", "alpha.3", "seph.1"]
+    assert sorted(pids, key=pid_sort_key) == ["alpha.3", "seph.1", "seph.2", "seph.2.1", "seph.10"]
+
+
+def test_status_has_exact_counts_one_row_per_process_and_last_reconciled() -> None:
+    procs = [process("b", pid="seph.2", phase="Attested"), process("a", pid="seph.1", phase="Running"),
+             process("c")]
+    status = table_status(procs, NOW)
+    assert status["processCount"] == 3
+    assert status["readyCount"] == 1
+    assert status["lastReconciled"] == "2025-01-02T03:04:05Z"
+    assert [(r["name"], r["pid"], r["phase"]) for r in status["processes"]] == [
+        ("a", "seph.1", "Running"), ("b", "seph.2", "Attested"), ("c", "", "Pending")]
+    assert status["processes"][0] == {"name": "a", "namespace": "ns", "pid": "seph.1", "phase": "Running",
+                                      "pointType": "Gate", "substrate": "Observability"}
+
+
+def test_rows_are_capped_by_count_keeping_the_lowest_pids() -> None:
+    procs = [process(f"p{i}", pid=f"r.{i}") for i in range(1, 11)]
+    status = table_status(procs, NOW, max_rows=3)
+    assert status["processCount"] == 10
+    assert [r["pid"] for r in status["processes"]] == ["r.1", "r.2", "r.3"]
+
+
+def test_rows_are_capped_by_bytes() -> None:
+    procs = [process(f"p{i}", pid=f"r.{i}") for i in range(1, 11)]
+    one = len(msgspec.json.encode(table_status(procs[:1], NOW)["processes"][0])) + 1
+    assert len(table_status(procs, NOW, max_bytes=one * 4)["processes"]) == 4
+
+
+def test_ten_thousand_processes_stay_far_below_the_etcd_limit() -> None:
+    procs = [process("x" * 253, pid=f"{'n' * 26}.{i}", phase="Attested" if i % 3 else "Running",
+                     namespace="y" * 63) for i in range(10_000)]
+    status = table_status(procs, NOW)
+    assert status["processCount"] == 10_000
+    assert status["readyCount"] == sum(1 for i in range(10_000) if i % 3)
+    assert len(msgspec.json.encode(status)) < 300 * 1024  # 1.5 MiB is etcd's limit
+
+
+class FakeTableClient:
+    """The three calls the writer makes, on one in-memory table."""
+
+    def __init__(self, status: dict[str, Any] | None = None, *, exists: bool = True) -> None:
+        self.table: dict[str, Any] | None = (
+            {"metadata": {"name": "proc"}, "spec": {}, **({"status": status} if status else {})} if exists else None)
+        self.patches: list[dict[str, Any]] = []
+        self.patched = anyio.Event()
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
+        await checkpoint()
+        if self.table is None:
+            raise NotFound(404, "NotFound", "absent")
+        return msgspec.json.encode(self.table)
+
+    async def create(self, resource: Resource, body: Any, namespace: str | None = None) -> bytes:
+        self.table = body
+        return msgspec.json.encode(body)
+
+    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None,
+                          *, subresource: str | None = None) -> bytes:
+        await checkpoint()
+        assert subresource == "status"
+        self.patches.append(patch)
+        self.patched.set()
+        return b"{}"
+
+
+def writer(fake: FakeTableClient, procs: Iterable[Process], **kwargs: Any) -> TableStatusWriter:
+    snapshot = list(procs)
+    return TableStatusWriter(cast(KubeClient, fake), lambda: snapshot, now=lambda: NOW, **kwargs)
+
+
+@pytest.mark.anyio
+async def test_a_write_that_changes_nothing_is_skipped() -> None:
+    procs = [process("a", pid="seph.1", phase="Attested")]
+    stored = {k: v for k, v in table_status(procs, NOW).items() if k != "lastReconciled"}
+    fake = FakeTableClient({**stored, "lastReconciled": "2020-01-01T00:00:00Z"})
+    w = writer(fake, procs)
+    assert await w.flush() is False
+    assert fake.patches == []
+
+
+@pytest.mark.anyio
+async def test_a_missing_table_is_created_then_written_once() -> None:
+    fake = FakeTableClient(exists=False)
+    w = writer(fake, [process("a", pid="seph.1")])
+    assert await w.flush() is True
+    assert await w.flush() is False
+    assert fake.table is not None
+    assert fake.table["metadata"]["name"] == "proc"
+    assert [p["status"]["processCount"] for p in fake.patches] == [1]
+
+
+@pytest.mark.anyio
+async def test_many_notifications_within_an_interval_make_one_write() -> None:
+    fake = FakeTableClient()
+    w = writer(fake, [process(f"p{i}", pid=f"r.{i}") for i in range(1, 51)], interval=3600)
+    async with anyio.create_task_group() as tg:
+        for _ in range(50):
+            w.notify()
+        tg.start_soon(w.run)
+        await fake.patched.wait()
+        for _ in range(50):
+            w.notify()
+        await wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()
+    assert len(fake.patches) == 1
+    assert fake.patches[0]["status"]["processCount"] == 50
