@@ -1,0 +1,625 @@
+"""The pure phase machine: one decision function per phase and the dispatcher :func:`decide`.
+
+Each ``decide_<phase>(observed, deps) -> Decision`` reads only the snapshot; the executor
+performs the result. Behaviour follows spec/process-reconciler.md §2.2–§2.4, §3, §4, §6 and
+§10, with DESIGN.md §2's decisions where the reference is broken (deletion runs once through
+Exiting → Zombie → Reaped; Failed is reachable; Reaped tears down children; no hot loops: a
+wait on a child relies on the child watch, HEARTBEAT is only a safety net).
+
+Requeue constants (§0.2): TICK 1 s after a phase change, SHORT 5 s while children drain,
+HEARTBEAT (``observed.heartbeat_seconds``, 30 s) for every wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from reconciler import boundary, lifetime_clock
+from reconciler.attestation import attest_process, attestation_patch
+from reconciler.conditions import conditions_for
+from reconciler.decision import ChildRef, Decision, Event, Observed
+from reconciler.render import IntentNotSupported, RenderError, flux_resource_refs, render_children
+from reconciler.signals import EffectKind, effect_of, ingest
+from reconciler.transitions import IllegalTransition, phase_write
+from shared import annotations as ann
+from shared import finalizers as fin
+from shared.api.codec import format_timestamp, to_wire
+from shared.api.phase import ProcessPhase, phase_reached
+from shared.api.process import CheckedCondition, FluxResourceRef, Process
+from shared.api.signal import ProcessSignal
+from shared.api.tagged_union import VariantError
+from shared.duration import DurationError
+from shared.identity import derive_identity
+
+__all__ = [
+    "HANDLERS",
+    "SHORT",
+    "TICK",
+    "Deps",
+    "decide",
+    "decide_attested",
+    "decide_execing",
+    "decide_exiting",
+    "decide_failed",
+    "decide_forking",
+    "decide_pending",
+    "decide_reaped",
+    "decide_reconverging",
+    "decide_releasing",
+    "decide_running",
+    "decide_zombie",
+]
+
+TICK = 1.0
+SHORT = 5.0
+
+EXIT_CHILD_STALLED = 1
+EXIT_INVALID_SPEC = 2
+EXIT_TIMEOUT = 124
+EXIT_SIGKILL = 137
+"""``status.exitCode`` for Failed / SIGKILL, shell-style: 1 failure, 2 usage, 124 timeout, 128+9."""
+
+_P = ProcessPhase
+
+Render = Callable[[Observed], list[dict[str, Any]]]
+Evaluate = Callable[[Sequence[Any], Observed], boundary.BoundaryResult]
+
+
+def _render(observed: Observed) -> list[dict[str, Any]]:
+    return render_children(observed.process, owner_uid=observed.process.metadata.uid or "")
+
+
+@dataclass(frozen=True)
+class Deps:
+    """The collaborators a decision calls: rendering and boundary evaluation (both pure)."""
+
+    render: Render = field(default=_render)
+    evaluate: Evaluate = field(default=boundary.evaluate)
+
+
+# ── helpers ───────────────────────────────────────────────────────────────────
+
+
+def _ns(process: Process) -> str:
+    return process.metadata.namespace or "default"
+
+
+def _status_message(process: Process) -> str | None:
+    return process.status.message if process.status is not None else None
+
+
+def _heartbeat(observed: Observed) -> float:
+    """HEARTBEAT, shortened to the remaining TTL of an ephemeral Process (lifetime §4.4)."""
+    return lifetime_clock.requeue_with_ttl(observed.process, observed.now, observed.heartbeat_seconds)
+
+
+def _message_write(observed: Observed, message: str, *, reason: str, stalled: bool | None = None) -> dict[str, Any]:
+    """A status patch that keeps the phase and updates ``message`` and the conditions."""
+    process = observed.process
+    return {
+        "message": message,
+        "conditions": conditions_for(
+            process.phase,
+            process.metadata.generation,
+            observed.now,
+            reason,
+            message,
+            stalled=stalled,
+            previous=process.status.conditions if process.status is not None else [],
+        ),
+    }
+
+
+def _deadline_patch(observed: Observed) -> dict[str, Any]:
+    """``status.boundary.deadline`` = now + ``boundary.timeout`` on entering Execing (DESIGN §2.7)."""
+    try:
+        timeout = boundary.boundary_timeout(observed.process)
+    except DurationError:
+        return {}
+    return {"boundary": {"deadline": format_timestamp(observed.now + timeout)}}
+
+
+def _rows_differ(old: Sequence[CheckedCondition], new: Sequence[CheckedCondition]) -> bool:
+    """True when rows changed other than ``lastCheck`` (so waiting writes nothing, DESIGN §2.11)."""
+
+    def key(rows: Sequence[CheckedCondition]) -> list[tuple[Any, ...]]:
+        return [(r.kind, r.params, r.satisfied, r.message) for r in rows]
+
+    return key(old) != key(new)
+
+
+def _fail(observed: Observed, message: str, *, reason: str, exit_code: int) -> Decision:
+    """→ Failed with ``exitCode`` and a reason (DESIGN §2.7), plus a Warning Event."""
+    return phase_write(
+        observed,
+        _P.FAILED,
+        message,
+        reason=reason,
+        requeue_after=TICK,
+        extra={"exitCode": exit_code},
+        events=(Event("Warning", reason, message),),
+    )
+
+
+def _timed_out(observed: Observed) -> Decision | None:
+    """→ Failed (exit 124) when the boundary deadline has passed in Execing/Running."""
+    if not boundary.timeout_exceeded(observed.process, observed.now):
+        return None
+    timeout = observed.process.spec.boundary.timeout or "15m"
+    phase = observed.process.phase.value
+    return _fail(
+        observed,
+        f"boundary timeout {timeout} exceeded in {phase}",
+        reason="BoundaryTimeout",
+        exit_code=EXIT_TIMEOUT,
+    )
+
+
+def _clock_exit(observed: Observed, reason_text: str, gate: ProcessPhase, otherwise: ProcessPhase) -> Decision:
+    """The lifetime clock fired at ``gate``: → Releasing when an export fires there, else ``otherwise``
+    (process-reconciler.md §10.3; lifetime §4.3)."""
+    eph = observed.process.spec.lifetime.ephemeral
+    if gate in (_P.ATTESTED, _P.FAILED) and eph is not None and eph.has_applicable_exports(gate):
+        return phase_write(
+            observed,
+            _P.RELEASING,
+            f"releasing exports — {reason_text}",
+            reason="LifetimeExpired",
+            requeue_after=TICK,
+            annotations={ann.RELEASED_FROM: gate.value},
+        )
+    return phase_write(observed, otherwise, reason_text, reason="LifetimeExpired", requeue_after=TICK)
+
+
+# ── phase handlers ────────────────────────────────────────────────────────────
+
+
+def decide_pending(observed: Observed, deps: Deps) -> Decision:
+    """DECLARE (§2.3.1): add the finalizer, stamp ``status.identity``, → Forking.
+
+    ``signals.startSuspended`` (DESIGN §2.8) sets ``spec.suspended`` in the same step, so the
+    Process waits in Forking until SIGCONT.
+    """
+    process = observed.process
+    identity = derive_identity(process.spec)
+    start_suspended = process.spec.signals.start_suspended
+    message = f"declared {identity.name}"
+    if start_suspended:
+        message += "; suspended until SIGCONT (startSuspended)"
+    return phase_write(
+        observed,
+        _P.FORKING,
+        message,
+        reason="Declared",
+        requeue_after=TICK,
+        extra={"identity": to_wire(identity)},
+        add_finalizer=fin.PROCESS not in process.metadata.finalizers,
+        suspended=True if start_suspended else None,
+    )
+
+
+def unmet_dependencies(observed: Observed) -> list[str]:
+    """One message per unmet ``spec.dependsOn`` entry, in order (§6)."""
+    process = observed.process
+    unmet = []
+    for dep in process.spec.depends_on:
+        ref = ann.qualified_ref(dep.namespace or _ns(process), dep.name)
+        target = observed.dependencies.get(ref)
+        if target is None:
+            unmet.append(f"{ref} not found")
+        elif not phase_reached(target.phase, dep.must_reach):
+            unmet.append(f"{ref} is {target.phase.value}; need {dep.must_reach.value}")
+    return unmet
+
+
+def decide_forking(observed: Observed, deps: Deps) -> Decision:
+    """Dependency gate and PID (§2.3.2, §6): wait on unmet ``dependsOn``, else allocate a PID
+    (executor) and → Execing with the boundary deadline set."""
+    unmet = unmet_dependencies(observed)
+    if unmet:
+        message = f"waiting on {len(unmet)} dependency/dependencies: {'; '.join(unmet)}"
+        if message == _status_message(observed.process):
+            return Decision(requeue_after=observed.heartbeat_seconds)
+        return Decision(
+            status=_message_write(observed, message, reason="DependenciesUnmet"),
+            requeue_after=observed.heartbeat_seconds,
+        )
+    status = observed.process.status
+    return phase_write(
+        observed,
+        _P.EXECING,
+        "dependencies satisfied",
+        reason="DependenciesSatisfied",
+        requeue_after=TICK,
+        extra=_deadline_patch(observed),
+        allocate_pid=status is None or status.pid is None,
+    )
+
+
+def decide_execing(observed: Observed, deps: Deps) -> Decision:
+    """PROVE + RENDER (§2.3.3): invalid spec or boundary timeout → Failed; wait on preconditions;
+    an intent we do not render → Stalled ``IntentNotSupported``; else apply children → Running."""
+    process = observed.process
+    problems = process.spec.problems()
+    try:
+        boundary.boundary_timeout(process)
+    except DurationError as err:
+        problems.append(f"spec.boundary.timeout: {err}")
+    if problems:
+        return _fail(
+            observed, "invalid spec: " + "; ".join(problems), reason="InvalidSpec", exit_code=EXIT_INVALID_SPEC
+        )
+    timed_out = _timed_out(observed)
+    if timed_out is not None:
+        return timed_out
+
+    extra: dict[str, Any] = {}
+    pre = process.spec.boundary.preconditions
+    if pre:
+        result = deps.evaluate(pre, observed)
+        old = process.status.boundary.preconditions if process.status is not None else []
+        changed = _rows_differ(old, result.rows)
+        if changed:
+            extra["boundary"] = {"preconditions": [to_wire(r) for r in result.rows]}
+        if not result.satisfied:
+            if not changed and _status_message(process) == "waiting on preconditions":
+                return Decision(requeue_after=observed.heartbeat_seconds)
+            status = _message_write(observed, "waiting on preconditions", reason="PreconditionsUnmet")
+            return Decision(status={**status, **extra}, requeue_after=observed.heartbeat_seconds)
+
+    try:
+        docs = deps.render(observed)
+    except IntentNotSupported as err:
+        message = str(err)
+        conds = process.status.conditions if process.status is not None else []
+        if any(c.type_ == "Stalled" and c.status == "True" and c.reason == "IntentNotSupported" for c in conds):
+            return Decision()
+        return Decision(
+            status=_message_write(observed, message, reason="IntentNotSupported", stalled=True),
+            events=(Event("Warning", "IntentNotSupported", message),),
+        )
+    except (RenderError, VariantError) as err:
+        return _fail(observed, f"invalid spec: {err}", reason="InvalidSpec", exit_code=EXIT_INVALID_SPEC)
+
+    refs = flux_resource_refs(docs, observed.now)
+    extra["fluxResources"] = [to_wire(r) for r in refs]
+    return phase_write(
+        observed,
+        _P.RUNNING,
+        f"rendered {len(docs)} resource(s); waiting for them to become Ready",
+        reason="Rendered",
+        requeue_after=SHORT,
+        extra=extra,
+        apply=tuple(docs),
+    )
+
+
+def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, ChildRef | None]:
+    """(refs with fresh ready/message, any changed, first stalled child) from the child cache (§7.1.5).
+
+    ``lastCheck`` moves only when a ref's readiness or message changes (no write while waiting).
+    """
+    status = observed.process.status
+    refs = list(status.flux_resources) if status is not None else []
+    out: list[FluxResourceRef] = []
+    changed = False
+    stalled: ChildRef | None = None
+    for ref in refs:
+        key = ChildRef(ref.api_version, ref.kind, ref.namespace, ref.name)
+        state = observed.children.get(key)
+        message: str | None
+        if state is None:
+            ready, message = False, "not yet observed"
+        else:
+            ready = state.ready is True
+            message = None if ready else (state.message or "not yet observed")
+            if state.stalled and stalled is None:
+                stalled = key
+        if (ref.ready, ref.message) != (ready, message):
+            changed = True
+            ref = FluxResourceRef(
+                api_version=ref.api_version,
+                kind=ref.kind,
+                name=ref.name,
+                namespace=ref.namespace,
+                ready=ready,
+                message=message,
+                last_check=observed.now,
+            )
+        out.append(ref)
+    return out, changed, stalled
+
+
+def decide_running(observed: Observed, deps: Deps) -> Decision:
+    """DEPLOY + VERIFY (§2.3.4): TTL → Exiting; a stalled child or the boundary timeout → Failed;
+    wait for every child's Ready and the postconditions; then ATTEST (§2.3.5) → Attested."""
+    process = observed.process
+    fired = lifetime_clock.evaluate(process, _P.RUNNING, observed.now)
+    if fired is not None:
+        return phase_write(observed, _P.EXITING, fired, reason="LifetimeExpired", requeue_after=TICK)
+
+    refs, changed, stalled = _observe_refs(observed)
+    if stalled is not None:
+        state = observed.children[stalled]
+        detail = state.message or state.reason or "terminal failure"
+        return _fail(
+            observed,
+            f"{stalled.kind} {stalled.namespace}/{stalled.name} failed: {detail}",
+            reason="ChildStalled",
+            exit_code=EXIT_CHILD_STALLED,
+        )
+    timed_out = _timed_out(observed)
+    if timed_out is not None:
+        return timed_out
+
+    extra: dict[str, Any] = {"fluxResources": [to_wire(r) for r in refs]} if changed else {}
+    wait = min(observed.heartbeat_seconds, _heartbeat(observed))
+    if not all(r.ready for r in refs):
+        return Decision(status=extra or None, requeue_after=wait)
+
+    post = process.spec.boundary.postconditions
+    rows: tuple[CheckedCondition, ...] = ()
+    if post:
+        result = deps.evaluate(post, observed)
+        old = process.status.boundary.postconditions if process.status is not None else []
+        rows = result.rows
+        if not result.satisfied:
+            if _rows_differ(old, rows) or _status_message(process) != "waiting on postconditions":
+                status = _message_write(observed, "waiting on postconditions", reason="PostconditionsUnmet")
+                status["boundary"] = {"postconditions": [to_wire(r) for r in rows]}
+                return Decision(status={**status, **extra}, requeue_after=wait)
+            return Decision(status=extra or None, requeue_after=wait)
+
+    attestation = attest_process(process, now=observed.now, children=refs)
+    extra["attestation"] = attestation_patch(attestation)
+    extra["boundary"] = {"deadline": None}
+    if rows:
+        extra["boundary"]["postconditions"] = [to_wire(r) for r in rows]
+    return phase_write(
+        observed,
+        _P.ATTESTED,
+        f"attested generation {attestation.generation}",
+        reason="Attested",
+        requeue_after=_heartbeat(observed),
+        extra=extra,
+    )
+
+
+def decide_attested(observed: Observed, deps: Deps) -> Decision:
+    """Heartbeat (§2.3.6, DESIGN §2.9): lifetime clock → Releasing/Exiting; a child not Ready or a
+    postcondition no longer holding → Reconverging; otherwise no writes."""
+    process = observed.process
+    fired = lifetime_clock.evaluate(process, _P.ATTESTED, observed.now)
+    if fired is not None:
+        return _clock_exit(observed, fired, _P.ATTESTED, _P.EXITING)
+    refs, _, _ = _observe_refs(observed)
+    if not all(r.ready for r in refs):
+        return phase_write(
+            observed,
+            _P.RECONVERGING,
+            "flux resource drift detected",
+            reason="Drift",
+            requeue_after=SHORT,
+            extra={"fluxResources": [to_wire(r) for r in refs]},
+        )
+    post = process.spec.boundary.postconditions
+    if post:
+        result = deps.evaluate(post, observed)
+        if not result.satisfied:
+            failing = "; ".join(f"{r.kind.value}: {r.message}" for r in result.rows if not r.satisfied)
+            return phase_write(
+                observed,
+                _P.RECONVERGING,
+                f"postcondition drift detected: {failing}",
+                reason="Drift",
+                requeue_after=SHORT,
+                extra={"boundary": {"postconditions": [to_wire(r) for r in result.rows]}},
+            )
+    return Decision(requeue_after=_heartbeat(observed))
+
+
+def decide_reconverging(observed: Observed, deps: Deps) -> Decision:
+    """RECONVERGE (§2.3.7): → Execing with a fresh boundary deadline."""
+    return phase_write(
+        observed,
+        _P.EXECING,
+        "reconverging: rendering again",
+        reason="Reconverging",
+        requeue_after=TICK,
+        extra=_deadline_patch(observed),
+    )
+
+
+def decide_releasing(observed: Observed, deps: Deps) -> Decision:
+    """Export window (§10.4), a pass-through until export Jobs exist: → Exiting when released
+    from Attested, → Zombie when released from Failed (annotation ``released-from``)."""
+    process = observed.process
+    gate = _P.FAILED if process.metadata.annotations.get(ann.RELEASED_FROM) == "Failed" else _P.ATTESTED
+    nxt = _P.ZOMBIE if gate is _P.FAILED else _P.EXITING
+    eph = process.spec.lifetime.ephemeral
+    applicable = eph.applicable_exports(gate) if eph is not None else []
+    why = (
+        "no applicable exports"
+        if not applicable
+        else f"{len(applicable)} export(s) skipped: export Jobs not supported yet"
+    )
+    events = () if not applicable else (Event("Warning", "ExportsNotSupported", why),)
+    return phase_write(
+        observed, nxt, f"releasing → {nxt.value} — {why}", reason="Released", requeue_after=TICK, events=events
+    )
+
+
+def _pending_signal(child: Process) -> ProcessSignal | None:
+    found = ingest(child.metadata.annotations)
+    return found.signal if found is not None else None
+
+
+def decide_exiting(observed: Observed, deps: Deps) -> Decision:
+    """Drain children (§2.3.9, DESIGN §2.1): SIGTERM every child Process, wait
+    ``signals.sigtermGraceSeconds`` from entering Exiting, then SIGKILL the rest (when
+    ``sigkillForce``); → Zombie once no child is left un-Reaped."""
+    process = observed.process
+    status = process.status
+    has_pid = status is not None and status.pid is not None
+    children = [c for c in observed.child_processes if c.phase is not _P.REAPED] if has_pid else []
+    if not children:
+        return phase_write(observed, _P.ZOMBIE, "exited; no child Processes left", reason="Exited", requeue_after=TICK)
+
+    policy = process.spec.signals
+    since = status.phase_since if status is not None and status.phase_since is not None else observed.now
+    remaining = (since + timedelta(seconds=policy.sigterm_grace_seconds) - observed.now).total_seconds()
+    sends: list[tuple[str, str, ProcessSignal]] = []
+    if remaining > 0:
+        for child in children:
+            if child.phase.is_alive and child.phase is not _P.EXITING and _pending_signal(child) is None:
+                sends.append((_ns(child), child.metadata.name or "", ProcessSignal.SIGTERM))
+        message = f"waiting for {len(children)} child Process(es) to exit (SIGTERM)"
+        requeue = max(min(SHORT, remaining), TICK)
+    elif policy.sigkill_force:
+        for child in children:
+            if _pending_signal(child) is not ProcessSignal.SIGKILL:
+                sends.append((_ns(child), child.metadata.name or "", ProcessSignal.SIGKILL))
+        message = (
+            f"grace period of {policy.sigterm_grace_seconds}s elapsed; "
+            f"forcing {len(children)} child Process(es) (SIGKILL)"
+        )
+        requeue = SHORT
+    else:
+        message = (
+            f"grace period of {policy.sigterm_grace_seconds}s elapsed; waiting for "
+            f"{len(children)} child Process(es) (sigkillForce is false)"
+        )
+        requeue = observed.heartbeat_seconds
+    patch = None if message == _status_message(process) else _message_write(observed, message, reason="Draining")
+    return Decision(status=patch, signal_children=tuple(sends), requeue_after=requeue)
+
+
+def decide_failed(observed: Observed, deps: Deps) -> Decision:
+    """Failed (§2.3.10, DESIGN §2.7): deletion → Zombie; the lifetime clock → Releasing or Zombie;
+    otherwise the Process stays Failed for inspection (Stalled=True) until deleted or SIGKILLed."""
+    process = observed.process
+    if process.metadata.deletion_timestamp is not None:
+        return phase_write(observed, _P.ZOMBIE, "deletion requested", reason="DeletionRequested", requeue_after=TICK)
+    fired = lifetime_clock.evaluate(process, _P.FAILED, observed.now)
+    if fired is not None:
+        return _clock_exit(observed, fired, _P.FAILED, _P.ZOMBIE)
+    if process.spec.lifetime.resolved_ephemeral() is not None:
+        return Decision(requeue_after=_heartbeat(observed))
+    return Decision()
+
+
+def decide_zombie(observed: Observed, deps: Deps) -> Decision:
+    """Zombie (§2.3.11): → Reaped."""
+    return phase_write(observed, _P.REAPED, "reaped", reason="Reaped", requeue_after=TICK)
+
+
+def decide_reaped(observed: Observed, deps: Deps) -> Decision:
+    """Reaped (§2.3.12, DESIGN §2.2): delete the owned children still cached, release the
+    finalizer, and delete an ephemeral Process that is not already being deleted. No requeue."""
+    process = observed.process
+    delete_self = process.spec.lifetime.is_ephemeral and process.metadata.deletion_timestamp is None
+    return Decision(
+        delete=tuple(observed.children),
+        remove_finalizer=fin.PROCESS in process.metadata.finalizers,
+        delete_self=delete_self,
+    )
+
+
+Handler = Callable[[Observed, Deps], Decision]
+
+HANDLERS: dict[ProcessPhase, Handler] = {
+    _P.PENDING: decide_pending,
+    _P.FORKING: decide_forking,
+    _P.EXECING: decide_execing,
+    _P.RUNNING: decide_running,
+    _P.ATTESTED: decide_attested,
+    _P.RECONVERGING: decide_reconverging,
+    _P.RELEASING: decide_releasing,
+    _P.EXITING: decide_exiting,
+    _P.FAILED: decide_failed,
+    _P.ZOMBIE: decide_zombie,
+    _P.REAPED: decide_reaped,
+}
+
+
+# ── dispatcher ────────────────────────────────────────────────────────────────
+
+_STRIP: dict[str, str | None] = {ann.SIGNAL: None}
+
+
+def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) -> Decision:
+    """Apply one signal (§4.1–§4.3): the effect and the annotation strip in one Decision.
+
+    An unknown value → Warning ``InvalidSignal``, annotation cleared, nothing else.
+    """
+    process = observed.process
+    if signal is None:
+        text = f"unknown signal {raw!r}; annotation removed without effect"
+        return Decision(
+            annotations=_STRIP,
+            events=(Event("Warning", "InvalidSignal", text),),
+            signal=(raw, "invalid"),
+            requeue_after=TICK,
+        )
+    effect = effect_of(signal, process.phase, process.spec.signals)
+    name = signal.value
+    if effect.kind is EffectKind.NOTHING:
+        return Decision(
+            annotations=_STRIP,
+            events=(Event("Normal", "SignalIgnored", f"{name} ignored: {effect.why}"),),
+            signal=(name, "ignored"),
+            requeue_after=TICK,
+        )
+    received = (Event("Normal", "SignalReceived", f"{name} received in {process.phase.value}"),)
+    common: dict[str, Any] = {"annotations": _STRIP, "signal": (name, "applied"), "events": received}
+    if effect.kind is EffectKind.SUSPEND:
+        return Decision(suspended=True, requeue_after=TICK, **common)
+    if effect.kind is EffectKind.RESUME:
+        return Decision(suspended=False, requeue_after=TICK, **common)
+    assert effect.target is not None
+    extra = {"exitCode": EXIT_SIGKILL} if signal is ProcessSignal.SIGKILL else None
+    return phase_write(
+        observed,
+        effect.target,
+        effect.message or f"{name} received",
+        reason=f"Signal{signal.short.title()}",
+        requeue_after=TICK,
+        extra=extra,
+        **common,
+    )
+
+
+def decide(observed: Observed, deps: Deps | None = None) -> Decision:
+    """One reconcile of one Process (§2.2), in order:
+
+    1. deletion pre-emption: an alive Process being deleted goes to Exiting **once**;
+    2. the signal annotation, if any (every phase; one-shot);
+    3. ``spec.suspended`` on an alive Process not being deleted: wait, no writes;
+    4. the phase handler.
+
+    A handler asking for an illegal transition is refused: nothing is written, a Warning Event
+    ``IllegalTransition`` is recorded and the Process is retried after HEARTBEAT.
+    """
+    deps = deps or Deps()
+    process = observed.process
+    phase = process.phase
+    deleting = process.metadata.deletion_timestamp is not None
+    try:
+        if deleting and phase.is_alive and phase is not _P.EXITING:
+            return phase_write(
+                observed, _P.EXITING, "deletion requested", reason="DeletionRequested", requeue_after=TICK
+            )
+        found = ingest(process.metadata.annotations)
+        if found is not None:
+            return decide_signal(observed, found.raw, found.signal)
+        if process.spec.suspended and phase.is_alive and not deleting:
+            return Decision(requeue_after=observed.heartbeat_seconds)
+        return HANDLERS[phase](observed, deps)
+    except IllegalTransition as err:
+        return Decision(
+            events=(Event("Warning", "IllegalTransition", str(err)),),
+            requeue_after=observed.heartbeat_seconds,
+        )
