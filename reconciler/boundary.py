@@ -33,6 +33,7 @@ __all__ = [
     "Outcome",
     "Verdict",
     "boundary_timeout",
+    "check",
     "evaluate",
     "promql_queries",
     "referenced_refs",
