@@ -1,0 +1,634 @@
+"""reconciler.phases / transitions / conditions: table tests from spec/process-reconciler.md
+§2.1–§2.4, §3, §4, §6, §10 and process-crd.md §6.3, with DESIGN.md §2's decisions.
+
+Expected messages are the spec's own strings; ``now`` is fixed.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from reconciler.conditions import conditions_for
+from reconciler.decision import ChildRef, ChildState, Decision, Observed
+from reconciler.phases import Deps, decide
+from reconciler.render import IntentNotSupported
+from reconciler.transitions import IllegalTransition, is_legal, phase_write
+from shared.api.codec import convert, format_timestamp
+from shared.api.phase import ProcessPhase as P
+from shared.api.process import Process, ProcessCondition
+from shared.api.signal import ProcessSignal as S
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+FIN = "tatara.pleme.io/process-finalizer"
+SIG = "tatara.pleme.io/signal"
+KS = ChildRef("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "ns", "app")
+KS_REF = {
+    "apiVersion": KS.api_version,
+    "kind": KS.kind,
+    "name": KS.name,
+    "namespace": KS.namespace,
+    "ready": False,
+    "message": "applied; awaiting reconciliation",
+}
+KS_DOC = {"apiVersion": KS.api_version, "kind": KS.kind, "metadata": {"name": "app", "namespace": "ns"}}
+
+
+def make(
+    phase: str | None = "Running",
+    *,
+    spec: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+    **status: Any,
+) -> Process:
+    body: dict[str, Any] = {
+        "metadata": {"name": "me", "namespace": "ns", "uid": "u-1", "generation": 3, **(meta or {})},
+        "spec": {
+            "classification": {"pointType": "Gate", "substrate": "Compute"},
+            "intent": {"flux": {"gitRepository": "repo", "path": "./app"}},
+            **(spec or {}),
+        },
+    }
+    if phase is not None:
+        body["status"] = {"phase": phase, "phaseSince": "2025-06-01T11:59:00Z", **status}
+    return convert(body, Process)
+
+
+def obs(process: Process, **kw: Any) -> Observed:
+    return Observed(process=process, now=NOW, **kw)
+
+
+def fake_render(docs: list[dict[str, Any]] | None = None, error: Exception | None = None) -> Deps:
+    def render(_: Observed) -> list[dict[str, Any]]:
+        if error is not None:
+            raise error
+        return list(docs or [])
+
+    return Deps(render=render)
+
+
+def ready(ok: bool | None, *, stalled: bool = False, message: str = "") -> dict[ChildRef, ChildState]:
+    return {KS: ChildState(ref=KS, ready=ok, stalled=stalled, message=message)}
+
+
+def goes_to(decision: Decision, source: P, target: P, message: str | None = None) -> None:
+    assert decision.transition == (source, target)
+    assert decision.status is not None
+    assert decision.status["phase"] == target.value
+    assert decision.status["phaseSince"] == format_timestamp(NOW)
+    types = [c["type"] for c in decision.status["conditions"]]
+    assert types == ["Ready", "Reconciling", "Stalled"]
+    if message is not None:
+        assert decision.status["message"] == message
+
+
+# ── the legal-transition table (process-crd.md §6.3) ─────────────────────────
+
+SPEC_EDGES = [
+    (P.PENDING, P.FORKING),
+    (P.FORKING, P.EXECING),
+    (P.EXECING, P.RUNNING),
+    (P.EXECING, P.FAILED),
+    (P.RUNNING, P.ATTESTED),
+    (P.RUNNING, P.EXITING),
+    (P.RUNNING, P.FAILED),
+    (P.RUNNING, P.RECONVERGING),
+    (P.ATTESTED, P.RECONVERGING),
+    (P.ATTESTED, P.RELEASING),
+    (P.ATTESTED, P.EXITING),
+    (P.RECONVERGING, P.EXECING),
+    (P.RELEASING, P.EXITING),
+    (P.RELEASING, P.ZOMBIE),
+    (P.EXITING, P.ZOMBIE),
+    (P.FAILED, P.RELEASING),
+    (P.FAILED, P.ZOMBIE),
+    (P.ZOMBIE, P.REAPED),
+]
+SIGNAL_EDGES = [
+    *[(p, P.EXITING) for p in (P.PENDING, P.FORKING, P.EXECING, P.RECONVERGING, P.RELEASING)],
+    *[(p, P.REAPED) for p in P if p is not P.REAPED],
+    (P.ATTESTED, P.RUNNING),
+]
+ILLEGAL = [
+    (P.PENDING, P.EXECING),
+    (P.PENDING, P.RUNNING),
+    (P.PENDING, P.FAILED),
+    (P.FORKING, P.FAILED),
+    (P.RECONVERGING, P.ATTESTED),
+    (P.ATTESTED, P.FAILED),
+    (P.FAILED, P.EXITING),
+    (P.ZOMBIE, P.EXITING),
+    *[(P.REAPED, p) for p in P if p is not P.REAPED],
+]
+
+
+@pytest.mark.parametrize(("a", "b"), SPEC_EDGES, ids=[f"{a.value} may go to {b.value}" for a, b in SPEC_EDGES])
+def test_every_edge_of_the_types_table_is_legal(a: P, b: P) -> None:
+    assert is_legal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"), SIGNAL_EDGES, ids=[f"{a.value} may go to {b.value} by signal or deletion" for a, b in SIGNAL_EDGES]
+)
+def test_documented_signal_and_deletion_edges_are_legal(a: P, b: P) -> None:
+    assert is_legal(a, b)
+
+
+@pytest.mark.parametrize(("a", "b"), ILLEGAL, ids=[f"{a.value} may not go to {b.value}" for a, b in ILLEGAL])
+def test_illegal_transitions_are_refused(a: P, b: P) -> None:
+    assert not is_legal(a, b)
+    with pytest.raises(IllegalTransition):
+        phase_write(obs(make(a.value)), b, "x", reason="X", requeue_after=None)
+
+
+def test_the_dispatcher_refuses_an_illegal_transition_with_a_warning_and_writes_nothing() -> None:
+    def bad(_: Observed) -> list[dict[str, Any]]:
+        raise IllegalTransition(P.EXECING, P.ATTESTED)
+
+    d = decide(obs(make("Execing")), Deps(render=bad))
+    assert d.status is None
+    assert [e.reason for e in d.events] == ["IllegalTransition"]
+
+
+# ── kstatus conditions ───────────────────────────────────────────────────────
+
+COND_ROWS = [
+    (P.PENDING, "False", "True", "False"),
+    (P.FORKING, "False", "True", "False"),
+    (P.EXECING, "False", "True", "False"),
+    (P.RUNNING, "False", "True", "False"),
+    (P.ATTESTED, "True", "False", "False"),
+    (P.RECONVERGING, "False", "True", "False"),
+    (P.RELEASING, "False", "True", "False"),
+    (P.EXITING, "False", "True", "False"),
+    (P.FAILED, "False", "False", "True"),
+    (P.ZOMBIE, "False", "True", "False"),
+    (P.REAPED, "False", "False", "False"),
+]
+
+
+@pytest.mark.parametrize(
+    ("phase", "ready_", "reconciling", "stalled"),
+    COND_ROWS,
+    ids=[f"{r[0].value} is Ready={r[1]} Reconciling={r[2]} Stalled={r[3]}" for r in COND_ROWS],
+)
+def test_conditions_per_phase(phase: P, ready_: str, reconciling: str, stalled: str) -> None:
+    conds = conditions_for(phase, 7, NOW, "R", "m")
+    assert [(c["type"], c["status"]) for c in conds] == [
+        ("Ready", ready_),
+        ("Reconciling", reconciling),
+        ("Stalled", stalled),
+    ]
+    assert all(c["observedGeneration"] == 7 and c["reason"] == "R" and c["message"] == "m" for c in conds)
+
+
+def test_a_condition_keeps_its_transition_time_while_its_status_is_unchanged() -> None:
+    earlier = NOW - timedelta(hours=1)
+    prev = [ProcessCondition(type_="Reconciling", status="True", last_transition_time=earlier)]
+    conds = {c["type"]: c for c in conditions_for(P.RUNNING, 1, NOW, "R", "m", previous=prev)}
+    assert conds["Reconciling"]["lastTransitionTime"] == format_timestamp(earlier)
+    assert conds["Ready"]["lastTransitionTime"] == format_timestamp(NOW)
+
+
+# ── Pending, Forking ─────────────────────────────────────────────────────────
+
+
+def test_pending_adds_the_finalizer_stamps_identity_and_goes_to_forking() -> None:
+    d = decide(obs(make(None)))
+    goes_to(d, P.PENDING, P.FORKING)
+    assert d.add_finalizer
+    assert d.status is not None
+    assert set(d.status["identity"]) == {"name", "content_hash", "name_override"}
+    assert d.requeue_after == 1.0
+    assert d.suspended is None
+
+
+def test_pending_with_start_suspended_suspends_the_process_in_the_same_step() -> None:
+    d = decide(obs(make("Pending", spec={"signals": {"startSuspended": True}}, meta={"finalizers": [FIN]})))
+    goes_to(d, P.PENDING, P.FORKING)
+    assert not d.add_finalizer
+    assert d.suspended is True
+
+
+DEPS = [{"name": "db"}, {"name": "cache", "namespace": "other", "mustReach": "Running"}]
+FORKING_ROWS = [
+    ({}, "waiting on 2 dependency/dependencies: ns/db not found; other/cache not found"),
+    (
+        {"ns/db": make("Running"), "other/cache": make("Execing")},
+        "waiting on 2 dependency/dependencies: ns/db is Running; need Attested; other/cache is Execing; need Running",
+    ),
+    (
+        {"ns/db": make("Attested"), "other/cache": make("Releasing")},
+        "waiting on 1 dependency/dependencies: other/cache is Releasing; need Running",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("found", "message"),
+    FORKING_ROWS,
+    ids=[
+        "forking waits naming each missing dependency",
+        "forking waits while a dependency has not reached the required phase",
+        "a dependency that moved on to Releasing ranks 0 and blocks again",
+    ],
+)
+def test_forking_waits_on_unmet_dependencies(found: dict[str, Process], message: str) -> None:
+    d = decide(obs(make("Forking", spec={"dependsOn": DEPS}), dependencies=found))
+    assert d.transition is None
+    assert d.status is not None
+    assert d.status["message"] == message
+    assert d.requeue_after == 30.0
+
+
+def test_forking_writes_nothing_while_the_same_dependencies_stay_unmet() -> None:
+    p = make(
+        "Forking", spec={"dependsOn": [{"name": "db"}]}, message="waiting on 1 dependency/dependencies: ns/db not found"
+    )
+    d = decide(obs(p))
+    assert d.status is None
+    assert d.requeue_after == 30.0
+
+
+def test_forking_with_dependencies_met_allocates_a_pid_and_goes_to_execing_with_a_deadline() -> None:
+    p = make("Forking", spec={"dependsOn": [{"name": "db"}], "boundary": {"timeout": "10m"}})
+    d = decide(obs(p, dependencies={"ns/db": make("Attested")}))
+    goes_to(d, P.FORKING, P.EXECING, "dependencies satisfied")
+    assert d.allocate_pid
+    assert d.status is not None
+    assert d.status["boundary"] == {"deadline": format_timestamp(NOW + timedelta(minutes=10))}
+
+
+def test_forking_does_not_allocate_a_second_pid() -> None:
+    assert not decide(obs(make("Forking", pid="me.1"))).allocate_pid
+
+
+# ── Execing ──────────────────────────────────────────────────────────────────
+
+
+def test_execing_renders_applies_and_goes_to_running_with_refs_awaiting_reconciliation() -> None:
+    d = decide(obs(make("Execing")), fake_render([KS_DOC]))
+    goes_to(d, P.EXECING, P.RUNNING)
+    assert d.apply == (KS_DOC,)
+    assert d.status is not None
+    assert [{k: v for k, v in r.items() if k != "lastCheck"} for r in d.status["fluxResources"]] == [KS_REF]
+    assert d.requeue_after == 5.0
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({"intent": {}}, "intent has no variant set"),
+        ({"boundary": {"timeout": "5"}}, "spec.boundary.timeout"),
+    ],
+    ids=["an intent with no variant fails the Process", "an unparsable boundary timeout fails the Process"],
+)
+def test_execing_with_an_invalid_spec_goes_to_failed_with_exit_code_2(spec: dict[str, Any], fragment: str) -> None:
+    d = decide(obs(make("Execing", spec=spec)), fake_render([KS_DOC]))
+    goes_to(d, P.EXECING, P.FAILED)
+    assert d.status is not None
+    assert d.status["exitCode"] == 2
+    assert fragment in d.status["message"]
+    assert {c["type"]: c["status"] for c in d.status["conditions"]}["Stalled"] == "True"
+    assert [e.type for e in d.events] == ["Warning"]
+
+
+def test_an_intent_we_do_not_render_stalls_with_intent_not_supported_and_a_warning() -> None:
+    d = decide(obs(make("Execing")), fake_render(error=IntentNotSupported("nix")))
+    assert d.transition is None
+    assert d.status is not None
+    conds = {c["type"]: c for c in d.status["conditions"]}
+    assert conds["Stalled"]["status"] == "True"
+    assert conds["Stalled"]["reason"] == "IntentNotSupported"
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", "IntentNotSupported")]
+    assert d.requeue_after is None
+
+
+def test_execing_past_its_boundary_deadline_fails_with_exit_code_124() -> None:
+    p = make("Execing", boundary={"deadline": format_timestamp(NOW - timedelta(seconds=1))})
+    d = decide(obs(p), fake_render([KS_DOC]))
+    goes_to(d, P.EXECING, P.FAILED)
+    assert d.status is not None
+    assert d.status["exitCode"] == 124
+
+
+def test_execing_waits_on_unmet_preconditions() -> None:
+    cond = {"kind": "ProcessPhase", "params": {"processRef": "db", "phase": "Attested"}}
+    d = decide(obs(make("Execing", spec={"boundary": {"preconditions": [cond]}})), fake_render([KS_DOC]))
+    assert d.transition is None
+    assert d.status is not None
+    assert d.status["message"] == "waiting on preconditions"
+    assert d.apply == ()
+
+
+# ── Running ──────────────────────────────────────────────────────────────────
+
+
+def running(**status: Any) -> Process:
+    return make("Running", fluxResources=[KS_REF], **status)
+
+
+def test_running_waits_on_a_child_that_is_not_ready_without_rewriting_unchanged_refs() -> None:
+    d = decide(obs(running(), children=ready(None, message="applied; awaiting reconciliation")))
+    assert d.status is None
+    assert d.requeue_after == 30.0
+
+
+def test_running_records_a_changed_child_message_once() -> None:
+    d = decide(obs(running(), children=ready(False, message="building")))
+    assert d.status is not None
+    assert d.status["fluxResources"][0]["message"] == "building"
+    assert d.transition is None
+
+
+def test_running_with_every_child_ready_attests_generation_0() -> None:
+    d = decide(obs(running(), children=ready(True)))
+    goes_to(d, P.RUNNING, P.ATTESTED)
+    assert d.status is not None
+    assert d.status["attestation"]["generation"] == 0
+    assert "previousRoot" not in d.status["attestation"]
+    assert {c["type"]: c["status"] for c in d.status["conditions"]}["Ready"] == "True"
+
+
+def test_a_stalled_child_fails_the_process_with_exit_code_1() -> None:
+    d = decide(obs(running(), children=ready(False, stalled=True, message="install retries exhausted")))
+    goes_to(d, P.RUNNING, P.FAILED)
+    assert d.status is not None
+    assert d.status["exitCode"] == 1
+    assert "install retries exhausted" in d.status["message"]
+
+
+EPHEMERAL_30S = {"lifetime": {"ephemeral": {"ttl": "30s", "teardownPolicy": "Never"}}}
+
+
+def test_running_past_its_ttl_goes_to_exiting_with_the_clock_reason() -> None:
+    p = make("Running", spec=EPHEMERAL_30S, meta={"creationTimestamp": "2025-06-01T11:59:00Z"}, fluxResources=[KS_REF])
+    d = decide(obs(p, children=ready(False)))
+    goes_to(d, P.RUNNING, P.EXITING, "ephemeral lifetime: ttl=30s expired (elapsed=60s)")
+
+
+# ── Attested, Reconverging, Releasing ───────────────────────────────────────
+
+
+def test_attested_heartbeat_with_no_drift_writes_nothing() -> None:
+    d = decide(obs(make("Attested", fluxResources=[{**KS_REF, "ready": True}]), children=ready(True)))
+    assert d == Decision(requeue_after=30.0)
+
+
+@pytest.mark.parametrize(
+    "children",
+    [ready(False), {}],
+    ids=["a child no longer Ready is drift", "a missing child is drift"],
+)
+def test_attested_drift_goes_to_reconverging(children: dict[ChildRef, ChildState]) -> None:
+    d = decide(obs(make("Attested", fluxResources=[{**KS_REF, "ready": True}]), children=children))
+    goes_to(d, P.ATTESTED, P.RECONVERGING, "flux resource drift detected")
+    assert d.requeue_after == 5.0
+
+
+def test_attested_rechecks_postconditions_and_treats_a_failing_one_as_drift() -> None:
+    cond = {"kind": "ProcessPhase", "params": {"processRef": "db", "phase": "Attested"}}
+    p = make("Attested", spec={"boundary": {"postconditions": [cond]}})
+    d = decide(obs(p))
+    goes_to(d, P.ATTESTED, P.RECONVERGING)
+
+
+def test_attested_with_teardown_on_attested_and_no_exports_goes_to_exiting() -> None:
+    p = make("Attested", spec={"lifetime": {"ephemeral": {"teardownPolicy": "OnAttested"}}})
+    d = decide(obs(p))
+    goes_to(d, P.ATTESTED, P.EXITING, "ephemeral lifetime: teardown_policy=OnAttested fired on Attested")
+
+
+def test_attested_with_an_export_on_attested_goes_to_releasing_and_stamps_released_from() -> None:
+    export = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
+    p = make("Attested", spec={"lifetime": {"ephemeral": {"teardownPolicy": "Always", "exports": [export]}}})
+    d = decide(obs(p))
+    goes_to(
+        d, P.ATTESTED, P.RELEASING, "releasing exports — ephemeral lifetime: teardown_policy=Always fired on Attested"
+    )
+    assert d.annotations == {"tatara.pleme.io/released-from": "Attested"}
+
+
+def test_reconverging_goes_back_to_execing() -> None:
+    goes_to(decide(obs(make("Reconverging"))), P.RECONVERGING, P.EXECING)
+
+
+@pytest.mark.parametrize(
+    ("released_from", "target"),
+    [(None, P.EXITING), ("Attested", P.EXITING), ("Failed", P.ZOMBIE)],
+    ids=[
+        "releasing without the annotation counts as from Attested and goes to Exiting",
+        "releasing from Attested goes to Exiting",
+        "releasing from Failed goes to Zombie",
+    ],
+)
+def test_releasing_passes_through(released_from: str | None, target: P) -> None:
+    meta = {"annotations": {"tatara.pleme.io/released-from": released_from}} if released_from else {}
+    d = decide(obs(make("Releasing", meta=meta)))
+    goes_to(d, P.RELEASING, target, f"releasing → {target.value} — no applicable exports")
+
+
+# ── Exiting: the SIGTERM cascade ────────────────────────────────────────────
+
+
+def child_proc(name: str, phase: str, signal: str | None = None) -> Process:
+    meta: dict[str, Any] = {"name": name}
+    if signal:
+        meta["annotations"] = {SIG: signal}
+    return make(phase, meta=meta, spec={"identity": {"parent": "me.1"}})
+
+
+def exiting(since: datetime, **spec: Any) -> Process:
+    return make("Exiting", pid="me.1", phaseSince=format_timestamp(since), spec=spec or None)
+
+
+def test_exiting_without_children_goes_to_zombie() -> None:
+    goes_to(decide(obs(exiting(NOW))), P.EXITING, P.ZOMBIE)
+
+
+def test_exiting_sends_sigterm_to_each_live_child_not_already_exiting_or_signalled() -> None:
+    kids = (
+        child_proc("a", "Running"),
+        child_proc("b", "Exiting"),
+        child_proc("c", "Attested", signal="SIGTERM"),
+        child_proc("d", "Reaped"),
+    )
+    d = decide(obs(exiting(NOW - timedelta(seconds=10)), child_processes=kids))
+    assert d.transition is None
+    assert d.signal_children == (("ns", "a", S.SIGTERM),)
+    assert d.status is not None
+    assert d.status["message"] == "waiting for 3 child Process(es) to exit (SIGTERM)"
+    assert d.requeue_after == 5.0
+
+
+def test_exiting_forces_children_with_sigkill_after_the_grace_period() -> None:
+    kids = (child_proc("a", "Exiting"), child_proc("b", "Zombie", signal="SIGKILL"))
+    p = exiting(NOW - timedelta(seconds=61), signals={"sigtermGraceSeconds": 60})
+    d = decide(obs(p, child_processes=kids))
+    assert d.signal_children == (("ns", "a", S.SIGKILL),)
+
+
+def test_exiting_never_forces_when_sigkill_force_is_false() -> None:
+    p = exiting(NOW - timedelta(seconds=61), signals={"sigtermGraceSeconds": 60, "sigkillForce": False})
+    d = decide(obs(p, child_processes=(child_proc("a", "Exiting"),)))
+    assert d.signal_children == ()
+    assert d.transition is None
+
+
+def test_exiting_treats_reaped_children_as_gone() -> None:
+    d = decide(obs(exiting(NOW), child_processes=(child_proc("a", "Reaped"),)))
+    goes_to(d, P.EXITING, P.ZOMBIE)
+
+
+# ── Failed, Zombie, Reaped ──────────────────────────────────────────────────
+
+
+def test_a_permanent_failed_process_stays_failed_for_inspection() -> None:
+    assert decide(obs(make("Failed", exitCode=1))) == Decision()
+
+
+def test_failed_with_teardown_always_goes_to_zombie_with_the_clock_reason() -> None:
+    p = make("Failed", spec={"lifetime": {"ephemeral": {}}})
+    goes_to(decide(obs(p)), P.FAILED, P.ZOMBIE, "ephemeral lifetime: teardown_policy=Always fired on Failed")
+
+
+def test_a_deleted_failed_process_goes_to_zombie() -> None:
+    p = make("Failed", meta={"deletionTimestamp": "2025-06-01T11:00:00Z", "finalizers": [FIN]})
+    goes_to(decide(obs(p)), P.FAILED, P.ZOMBIE)
+
+
+def test_zombie_is_reaped() -> None:
+    goes_to(decide(obs(make("Zombie"))), P.ZOMBIE, P.REAPED)
+
+
+def test_reaped_deletes_owned_children_and_releases_the_finalizer() -> None:
+    d = decide(obs(make("Reaped", meta={"finalizers": ["other", FIN]}), children=ready(True)))
+    assert d.delete == (KS,)
+    assert d.remove_finalizer
+    assert not d.delete_self
+    assert d.requeue_after is None
+
+
+def test_an_ephemeral_process_is_deleted_after_reaped() -> None:
+    d = decide(obs(make("Reaped", spec={"lifetime": {"ephemeral": {}}})))
+    assert d.delete_self
+    assert not d.remove_finalizer
+
+
+# ── dispatcher: deletion, signals, suspension ───────────────────────────────
+
+DELETED = {"deletionTimestamp": "2025-06-01T11:00:00Z", "finalizers": [FIN]}
+
+
+@pytest.mark.parametrize(
+    "phase",
+    [P.PENDING, P.FORKING, P.EXECING, P.RUNNING, P.ATTESTED, P.RECONVERGING, P.RELEASING],
+    ids=lambda p: f"deleting a {p.value} Process goes to Exiting",
+)
+def test_deletion_goes_to_exiting(phase: P) -> None:
+    d = decide(obs(make(phase.value, meta=DELETED)))
+    goes_to(d, phase, P.EXITING, "deletion requested")
+
+
+def test_deletion_goes_to_exiting_only_once_then_the_exiting_handler_runs() -> None:
+    d = decide(obs(make("Exiting", meta=DELETED, spec={"suspended": True})))
+    goes_to(d, P.EXITING, P.ZOMBIE)
+
+
+def test_the_deletion_path_walks_exiting_zombie_reaped_and_releases_the_finalizer() -> None:
+    p = make("Running", meta=DELETED)
+    seen = [p.phase]
+    for _ in range(4):
+        d = decide(obs(p))
+        if d.transition is None:
+            break
+        assert d.status is not None
+        p = make(d.status["phase"], meta=DELETED)
+        seen.append(p.phase)
+    assert seen == [P.RUNNING, P.EXITING, P.ZOMBIE, P.REAPED]
+    final = decide(obs(p))
+    assert final.remove_finalizer
+    assert not final.delete_self
+
+
+def test_an_invalid_signal_is_cleared_with_a_warning_and_changes_nothing_else() -> None:
+    d = decide(obs(make("Running", meta={"annotations": {SIG: "SIGFOO"}})))
+    assert d.annotations == {SIG: None}
+    assert d.status is None
+    assert d.suspended is None
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", "InvalidSignal")]
+    assert d.signal == ("SIGFOO", "invalid")
+
+
+@pytest.mark.parametrize(
+    ("phase", "raw", "target", "message"),
+    [
+        (P.RUNNING, "SIGTERM", P.EXITING, None),
+        (P.PENDING, "term", P.EXITING, None),
+        (P.ATTESTED, "HUP", P.RECONVERGING, None),
+        (P.ATTESTED, "SIGUSR1", P.RUNNING, "forced re-attestation (SIGUSR1)"),
+        (P.RUNNING, "usr2", P.RECONVERGING, "remediate requested (SIGUSR2)"),
+        (P.EXECING, "KILL", P.REAPED, None),
+        (P.ZOMBIE, "SIGKILL", P.REAPED, None),
+    ],
+    ids=[
+        "SIGTERM on Running goes to Exiting and clears the annotation in the same decision",
+        "a short lower-case TERM on Pending goes to Exiting",
+        "HUP on Attested reconverges",
+        "SIGUSR1 on Attested forces re-attestation through Running",
+        "usr2 on Running remediates through Reconverging",
+        "KILL on Execing reaps at once",
+        "SIGKILL on Zombie reaps",
+    ],
+)
+def test_a_signal_applies_its_effect_and_is_cleared_at_once(phase: P, raw: str, target: P, message: str | None) -> None:
+    d = decide(obs(make(phase.value, meta={"annotations": {SIG: raw}})))
+    goes_to(d, phase, target, message)
+    assert d.annotations == {SIG: None}
+    assert d.requeue_after == 1.0
+    assert d.signal is not None
+    assert d.signal[1] == "applied"
+
+
+def test_sigkill_records_exit_code_137() -> None:
+    d = decide(obs(make("Running", meta={"annotations": {SIG: "SIGKILL"}})))
+    assert d.status is not None
+    assert d.status["exitCode"] == 137
+
+
+def test_sigusr1_on_running_rewrites_running_without_a_transition() -> None:
+    d = decide(obs(make("Running", meta={"annotations": {SIG: "SIGUSR1"}})))
+    assert d.transition is None
+    assert d.status is not None
+    assert d.status["message"] == "forced re-attestation (SIGUSR1)"
+
+
+@pytest.mark.parametrize(
+    ("raw", "suspended"),
+    [("SIGSTOP", True), ("SIGCONT", False)],
+    ids=["SIGSTOP suspends through spec.suspended", "SIGCONT resumes through spec.suspended"],
+)
+def test_stop_and_cont_patch_spec_suspended_with_the_annotation(raw: str, suspended: bool) -> None:
+    d = decide(obs(make("Attested", meta={"annotations": {SIG: raw}}, spec={"suspended": not suspended})))
+    assert d.suspended is suspended
+    assert d.annotations == {SIG: None}
+    assert d.status is None
+
+
+def test_a_signal_that_does_nothing_is_still_cleared() -> None:
+    d = decide(obs(make("Forking", meta={"annotations": {SIG: "SIGHUP"}})))
+    assert d.annotations == {SIG: None}
+    assert d.status is None
+    assert d.signal == ("SIGHUP", "ignored")
+
+
+def test_a_suspended_process_waits_without_writes() -> None:
+    d = decide(obs(make("Running", spec={"suspended": True}, fluxResources=[KS_REF]), children=ready(True)))
+    assert d == Decision(requeue_after=30.0)
+
+
+def test_sigcont_reaches_a_suspended_process() -> None:
+    d = decide(obs(make("Forking", spec={"suspended": True}, meta={"annotations": {SIG: "CONT"}})))
+    assert d.suspended is False
