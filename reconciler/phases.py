@@ -146,8 +146,11 @@ def _fail(observed: Observed, message: str, *, reason: str, exit_code: int) -> D
 
 def _timed_out(observed: Observed) -> Decision | None:
     """→ Failed (exit 124) when the boundary deadline has passed in Execing/Running."""
-    if not boundary.timeout_exceeded(observed.process, observed.now):
-        return None
+    try:
+        if not boundary.timeout_exceeded(observed.process, observed.now):
+            return None
+    except DurationError:
+        return None  # an unparsable timeout is reported as an invalid spec in Execing
     timeout = observed.process.spec.boundary.timeout or "15m"
     phase = observed.process.phase.value
     return _fail(
