@@ -17,6 +17,7 @@ from typing import Any
 
 from reconciler.decision import Decision
 from reconciler.metrics import ProcessMetrics
+from reconciler.pid import PidRefused
 from shared import annotations as ann
 from shared import finalizers as fin
 from shared.api.process import Process
@@ -74,7 +75,13 @@ class Executor:
 
         status = dict(decision.status or {})
         if decision.allocate_pid:
-            status["pid"] = await self.allocate_pid(process)
+            try:
+                status["pid"] = await self.allocate_pid(process)
+            except PidRefused as refused:
+                # maxDepth / maxChildren: say why in status and an Event, then wait for a change.
+                await patch_status(self.client, PROCESSES, ns, name, {"message": str(refused)}, current=process)
+                await self.recorder.record(PROCESSES, process, EventType.WARNING, "PidRefused", str(refused))
+                return Result(requeue_after=decision.requeue_after or 30.0)
             status["parent"] = process.spec.identity.parent if process.spec.identity else None
 
         for doc in decision.apply:
@@ -90,8 +97,16 @@ class Executor:
                 await patch_annotations(self.client, PROCESSES, ObjectRef(child_ns, child_name),
                                         {ann.SIGNAL: signal.value})
 
-        if decision.annotations:
+        if decision.suspended is not None:
+            # One main-resource write: the one-shot signal is stripped by the write that applies it.
+            body: dict[str, Any] = {"spec": {"suspended": decision.suspended}}
+            if decision.annotations:
+                body["metadata"] = {"annotations": decision.annotations}
+            await self.client.merge_patch(PROCESSES, name, body, ns)
+        elif decision.annotations:
             await patch_annotations(self.client, PROCESSES, process, decision.annotations)
+        if decision.signal is not None:
+            self.metrics.signals.labels(*decision.signal).inc()
         if status:
             await patch_status(self.client, PROCESSES, ns, name, status, current=process)
 

@@ -32,7 +32,6 @@ from typing import Final
 import anyio
 import msgspec
 
-from reconciler.resources import PROCESS_TABLES, PROCESSES
 from shared.api.codec import decode, decode_table, to_wire
 from shared.api.meta import ObjectMeta
 from shared.api.process import Process
@@ -41,6 +40,7 @@ from shared.identity import allocate_pid as format_pid
 from shared.identity import derive_identity, pid_segments
 from shared.kube.client import KubeClient
 from shared.kube.errors import Conflict, NotFound
+from shared.resources import PROCESS_TABLES, PROCESSES
 
 log = logging.getLogger(__name__)
 

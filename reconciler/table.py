@@ -33,7 +33,6 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from reconciler.resources import PROCESS_TABLES
 from shared.api.codec import decode_table, format_timestamp, to_wire
 from shared.api.phase import ProcessPhase
 from shared.api.process import Process
@@ -41,6 +40,7 @@ from shared.api.table import PROCESS_TABLE_NAME, ProcessEntry
 from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError, Conflict, NotFound
 from shared.kube.patch import patch_status
+from shared.resources import PROCESS_TABLES
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -24,7 +25,7 @@ import anyio
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Controller
 from shared.kube.health import HealthServer
-from shared.kube.informer import Informer, KubeObject
+from shared.kube.informer import Informer
 from shared.kube.leader import LeaderElector, LeadershipLost
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class Manager:
         self.handle_signals = handle_signals
         self._informers: dict[tuple[Resource, str | None, str | None], Informer[Any]] = {}
         self._controllers: list[Controller[Any]] = []
+        self._runnables: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._stop = anyio.Event()
         self._lost: LeadershipLost | None = None
         if health is not None:
@@ -76,8 +78,16 @@ class Manager:
                                             label_selector=label_selector, **options)
         return self._informers[key]
 
-    def add(self, controller: Controller[KubeObject]) -> None:
+    def add(self, controller: Controller[Any]) -> None:
+        """Run ``controller`` (while leading, when electing)."""
         self._controllers.append(controller)
+
+    def add_runnable(self, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``await run()`` beside the controllers, only while leading (e.g. a batched status writer).
+
+        It is cancelled at shutdown once the controllers have drained.
+        """
+        self._runnables.append(run)
 
     def has_synced(self) -> bool:
         return all(i.has_synced for i in self._informers.values())
@@ -130,6 +140,8 @@ class Manager:
     async def _run_controllers(self) -> None:
         log.info("starting %d controllers", len(self._controllers))
         async with anyio.create_task_group() as tg:
+            for runnable in self._runnables:
+                tg.start_soon(runnable)
             for controller in self._controllers:
                 tg.start_soon(controller.run)
 

@@ -11,11 +11,11 @@ import anyio
 import pytest
 
 from reconciler.pid import PidRefused, allocate_pid
-from reconciler.resources import PROCESS_TABLES
 from shared.api.codec import convert, decode_table
 from shared.api.process import Process
 from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient
+from shared.resources import PROCESS_TABLES
 from tests.support.kube import install_crds, load_yaml_docs
 
 pytestmark = pytest.mark.anyio

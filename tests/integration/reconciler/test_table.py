@@ -10,13 +10,13 @@ from typing import Any
 import anyio
 import pytest
 
-from reconciler.resources import PROCESS_TABLES, PROCESSES
 from reconciler.table import TableStatusWriter
 from shared.api.codec import decode_table
 from shared.api.process import Process
 from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient
 from shared.kube.informer import Informer
+from shared.resources import PROCESS_TABLES, PROCESSES
 from tests.support.kube import install_crds, load_yaml_docs, wait_for
 
 pytestmark = pytest.mark.anyio

@@ -1,0 +1,147 @@
+"""The Process controller: caches → Observed snapshot → pure decision → executor.
+
+One reconcile of one Process reads top to bottom here (STYLE.md, "we avoid long hops"):
+:func:`ProcessReconciler.reconcile` looks the Process up in the informer cache, gathers
+its owned children (Flux objects, by controller ownerReference UID), child Processes
+(by parent PID) and dependencies into :class:`~reconciler.decision.Observed`, asks
+:func:`reconciler.phases.decide` what to do, and hands the decision to the
+:class:`~reconciler.executor.Executor`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from reconciler.decision import ChildState, Decision, Observed
+from reconciler.executor import Executor
+from reconciler.phases import decide
+from reconciler.render import child_state
+from shared.api.meta import ObjectMeta
+from shared.api.process import Process
+from shared.group import GROUP
+from shared.kube.client import Resource
+from shared.kube.controller import Controller, Request, Result
+from shared.kube.informer import Informer
+from shared.kube.logcontext import log_context
+
+log = logging.getLogger(__name__)
+
+OWNER_UID = "owner-uid"
+"""Index of children by their controller ownerReference's UID."""
+
+PARENT_PID = "parent-pid"
+"""Index of Processes by ``spec.identity.parent``."""
+
+
+class ChildObject(msgspec.Struct):
+    """A rendered child as cached: the whole document, kept as wire data for readiness parsing."""
+
+    apiVersion: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+def controller_owner_uids(obj: Any) -> list[str]:
+    """UIDs of ``obj``'s controller ownerReferences (at most one by DESIGN §2.3)."""
+    return [ref.uid for ref in obj.metadata.owner_references if ref.controller]
+
+
+def parent_pid(process: Process) -> list[str]:
+    parent = process.spec.identity.parent if process.spec.identity else None
+    return [parent] if parent else []
+
+
+class _CacheView(Mapping[str, Process]):
+    """Read-only ``"<ns>/<name>" → Process`` over the informer cache."""
+
+    def __init__(self, informer: Informer[Process]) -> None:
+        self._informer = informer
+
+    def __getitem__(self, key: str) -> Process:
+        found = self._informer.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._informer.keys())
+
+    def __len__(self) -> int:
+        return len(self._informer)
+
+
+class ProcessReconciler:
+    """Builds the Process controller on ``processes`` with ``children`` as owned secondary watches.
+
+    Args:
+        processes: informer of Processes.
+        children: informers of the kinds the reconciler renders (Kustomization, HelmRelease, …).
+        executor: performs decisions.
+        heartbeat_seconds: Attested heartbeat / poll interval.
+        decide: the pure decision (default :func:`reconciler.phases.decide`).
+        clock: now (UTC), injectable for tests.
+    """
+
+    def __init__(self, processes: Informer[Process], children: list[Informer[ChildObject]], executor: Executor,
+                 *, heartbeat_seconds: float = 30.0, workers: int = 4,
+                 decide: Callable[[Observed], Decision] = decide,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.processes = processes
+        self.children = children
+        self.executor = executor
+        self.heartbeat_seconds = heartbeat_seconds
+        self.clock = clock
+        self.decide = decide
+        processes.add_indexer(PARENT_PID, parent_pid)
+        for informer in children:
+            informer.add_indexer(OWNER_UID, controller_owner_uids)
+        self.controller: Controller[Process] = Controller("process", processes, self.reconcile, workers=workers)
+        for informer in children:
+            self.controller.owns(informer, kind="Process", group=GROUP)
+
+    def observe(self, process: Process) -> Observed:
+        """The snapshot of ``process``'s world from the caches (no API calls)."""
+        ns = process.metadata.namespace or "default"
+        children: dict[Any, ChildState] = {}
+        uid = process.metadata.uid
+        if uid:
+            for informer in self.children:
+                for child in informer.by_index(OWNER_UID, uid):
+                    state = child_state(msgspec.to_builtins(child))
+                    children[state.ref] = state
+        pid = process.status.pid if process.status else None
+        child_processes = tuple(self.processes.by_index(PARENT_PID, pid)) if pid else ()
+        dependencies = {}
+        for dep in process.spec.depends_on:
+            ref = f"{dep.namespace or ns}/{dep.name}"
+            dependencies[ref] = self.processes.get(ref)
+        return Observed(
+            process=process, now=self.clock(), children=children, child_processes=child_processes,
+            dependencies=dependencies, processes_by_ref=_CacheView(self.processes),
+            heartbeat_seconds=self.heartbeat_seconds,
+        )
+
+    async def reconcile(self, request: Request) -> Result:
+        process = self.processes.get(str(request))
+        if process is None:
+            return Result.done()  # deleted; the finalizer kept it until Reaped, so nothing is left to do
+        observed = self.observe(process)
+        with log_context(phase=process.phase.value):
+            decision = self.decide(observed)
+            return await self.executor.execute(process, decision, observed.now)
+
+
+def child_resources() -> list[Resource]:
+    """The rendered kinds whose changes requeue their Process (Flux objects; routing objects)."""
+    return [
+        Resource("kustomize.toolkit.fluxcd.io", "v1", "kustomizations", "Kustomization"),
+        Resource("helm.toolkit.fluxcd.io", "v2", "helmreleases", "HelmRelease"),
+        Resource("source.toolkit.fluxcd.io", "v1", "ocirepositories", "OCIRepository"),
+    ]
