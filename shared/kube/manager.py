@@ -92,6 +92,10 @@ class Manager:
     def has_synced(self) -> bool:
         return all(i.has_synced for i in self._informers.values())
 
+    def idle(self) -> bool:
+        """True when no controller has a key queued or in progress (delayed requeues not counted)."""
+        return all(len(c.queue) == 0 and c.queue.processing == 0 for c in self._controllers)
+
     def stop(self) -> None:
         """Begin a graceful shutdown (as SIGTERM does)."""
         self._stop.set()
