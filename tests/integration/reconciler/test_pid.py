@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,28 +11,10 @@ import pytest
 from reconciler.pid import PidRefused, allocate_pid
 from shared.api.codec import convert, decode_table
 from shared.api.process import Process
-from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient
 from shared.resources import PROCESS_TABLES
-from tests.support.kube import install_crds, load_yaml_docs
 
 pytestmark = pytest.mark.anyio
-
-CRDS = Path(__file__).resolve().parents[3] / "charts" / "tatara-reconciler" / "crds"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _crds(control_plane: LocalControlPlane) -> None:
-    install_crds(control_plane.kubeconfig, [doc for p in sorted(CRDS.glob("*.yaml")) for doc in load_yaml_docs(p)])
-
-
-@pytest.fixture
-async def kclient(control_plane: LocalControlPlane) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.from_kubeconfig(control_plane.kubeconfig)
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 @pytest.fixture
@@ -59,19 +39,19 @@ async def table(client: KubeClient, name: str) -> Any:
     return decode_table(await client.get(PROCESS_TABLES, name))
 
 
-async def test_missing_table_is_created_and_the_first_pid_is_1(kclient: KubeClient, tname: str) -> None:
-    assert await allocate_pid(kclient, process("seph"), table_name=tname) == "seph.1"
-    created = await table(kclient, tname)
+async def test_missing_table_is_created_and_the_first_pid_is_1(kc: KubeClient, tname: str) -> None:
+    assert await allocate_pid(kc, process("seph"), table_name=tname) == "seph.1"
+    created = await table(kc, tname)
     assert created.spec.next_sequence == 2
     assert (created.spec.sigterm_timeout_seconds, created.spec.zombie_timeout_seconds) == (480, 600)
 
 
-async def test_20_concurrent_allocations_get_20_distinct_pids(kclient: KubeClient, tname: str) -> None:
+async def test_20_concurrent_allocations_get_20_distinct_pids(kc: KubeClient, tname: str) -> None:
     # The table is created by the racing allocations themselves: concurrent creates must resolve too.
     pids: list[str] = []
 
     async def fork(i: int) -> None:
-        pids.append(await allocate_pid(kclient, process(f"p{i}", parent="root.1"), table_name=tname))
+        pids.append(await allocate_pid(kc, process(f"p{i}", parent="root.1"), table_name=tname))
 
     async with anyio.create_task_group() as tg:
         for i in range(20):
@@ -80,25 +60,25 @@ async def test_20_concurrent_allocations_get_20_distinct_pids(kclient: KubeClien
     assert len(set(pids)) == 20
     assert sorted(int(pid.rsplit(".", 1)[1]) for pid in pids) == list(range(1, 21))
     assert all(pid.startswith("root.1.") for pid in pids)
-    assert (await table(kclient, tname)).spec.next_sequence == 21
+    assert (await table(kc, tname)).spec.next_sequence == 21
 
 
-async def test_max_depth_refuses_without_consuming_a_sequence(kclient: KubeClient, tname: str) -> None:
-    await kclient.create(PROCESS_TABLES, {"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "ProcessTable",
+async def test_max_depth_refuses_without_consuming_a_sequence(kc: KubeClient, tname: str) -> None:
+    await kc.create(PROCESS_TABLES, {"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "ProcessTable",
                                           "metadata": {"name": tname}, "spec": {"maxDepth": 1, "nextSequence": 5}})
     with pytest.raises(PidRefused, match="maxDepth 1"):
-        await allocate_pid(kclient, process("kid", parent="seph.1"), table_name=tname)
-    assert await allocate_pid(kclient, process("seph"), table_name=tname) == "seph.5"
-    assert (await table(kclient, tname)).spec.next_sequence == 6
+        await allocate_pid(kc, process("kid", parent="seph.1"), table_name=tname)
+    assert await allocate_pid(kc, process("seph"), table_name=tname) == "seph.5"
+    assert (await table(kc, tname)).spec.next_sequence == 6
 
 
-async def test_max_children_counts_existing_children(kclient: KubeClient, tname: str) -> None:
-    await kclient.create(PROCESS_TABLES, {"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "ProcessTable",
+async def test_max_children_counts_existing_children(kc: KubeClient, tname: str) -> None:
+    await kc.create(PROCESS_TABLES, {"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "ProcessTable",
                                           "metadata": {"name": tname}, "spec": {"maxChildren": 2}})
 
     async def two(parent: str) -> int:
         return 2 if parent == "seph.1" else 0
 
     with pytest.raises(PidRefused, match="maxChildren is 2"):
-        await allocate_pid(kclient, process("k3", parent="seph.1"), table_name=tname, children=two)
-    assert await allocate_pid(kclient, process("k1", parent="seph.2"), table_name=tname, children=two) == "seph.2.1"
+        await allocate_pid(kc, process("k3", parent="seph.1"), table_name=tname, children=two)
+    assert await allocate_pid(kc, process("k1", parent="seph.2"), table_name=tname, children=two) == "seph.2.1"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,30 +11,12 @@ import pytest
 from reconciler.table import TableStatusWriter
 from shared.api.codec import decode_table
 from shared.api.process import Process
-from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient
 from shared.kube.informer import Informer
 from shared.resources import PROCESS_TABLES, PROCESSES
-from tests.support.kube import install_crds, load_yaml_docs, wait_for
+from tests.support.kube import wait_for
 
 pytestmark = pytest.mark.anyio
-
-CRDS = Path(__file__).resolve().parents[3] / "charts" / "tatara-reconciler" / "crds"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _crds(control_plane: LocalControlPlane) -> None:
-    install_crds(control_plane.kubeconfig, [doc for p in sorted(CRDS.glob("*.yaml")) for doc in load_yaml_docs(p)])
-
-
-@pytest.fixture
-async def kclient(control_plane: LocalControlPlane) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.from_kubeconfig(control_plane.kubeconfig)
-    try:
-        yield client
-    finally:
-        await client.close()
-
 
 def process_doc(name: str) -> dict[str, Any]:
     return {"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "Process", "metadata": {"name": name},
@@ -44,14 +24,14 @@ def process_doc(name: str) -> dict[str, Any]:
                      "intent": {"nix": {"flakeRef": "github:pleme-io/k8s", "attribute": "obs"}}}}
 
 
-async def test_50_processes_make_few_table_writes_with_exact_counts(kclient: KubeClient, namespace: str) -> None:
+async def test_50_processes_make_few_table_writes_with_exact_counts(kc: KubeClient, namespace: str) -> None:
     table_name = f"t-{uuid.uuid4().hex[:10]}"
-    informer: Informer[Process] = Informer(kclient, PROCESSES, Process, namespace=namespace)
-    writer = TableStatusWriter(kclient, informer.objects, table_name=table_name, interval=2.0)
+    informer: Informer[Process] = Informer(kc, PROCESSES, Process, namespace=namespace)
+    writer = TableStatusWriter(kc, informer.objects, table_name=table_name, interval=2.0)
     informer.add_handler(writer.notify)
 
     async def counts() -> tuple[int, int, int] | None:
-        status = decode_table(await kclient.get(PROCESS_TABLES, table_name)).status
+        status = decode_table(await kc.get(PROCESS_TABLES, table_name)).status
         if status is None:
             return None
         return status.process_count, status.ready_count, len(status.processes)
@@ -61,16 +41,16 @@ async def test_50_processes_make_few_table_writes_with_exact_counts(kclient: Kub
         tg.start_soon(writer.run)
         await informer.wait_synced()
         for i in range(50):
-            await kclient.create(PROCESSES, process_doc(f"p{i}"), namespace)
+            await kc.create(PROCESSES, process_doc(f"p{i}"), namespace)
         for i in range(10):
-            await kclient.merge_patch(PROCESSES, f"p{i}", {"status": {"phase": "Attested", "pid": f"root.{i + 1}"}},
+            await kc.merge_patch(PROCESSES, f"p{i}", {"status": {"phase": "Attested", "pid": f"root.{i + 1}"}},
                                       namespace, subresource="status")
         await wait_for(lambda: _equal(counts, (50, 10, 50)), timeout=30, what="table counts 50/10/50")
         tg.cancel_scope.cancel()
 
     # 60 object changes; at most one write per 2 s while they arrive.
     assert 1 <= writer.writes <= 5
-    table = decode_table(await kclient.get(PROCESS_TABLES, table_name))
+    table = decode_table(await kc.get(PROCESS_TABLES, table_name))
     assert table.status is not None
     assert [row.pid for row in table.status.processes[:10]] == [f"root.{i}" for i in range(1, 11)]
     assert table.status.last_reconciled is not None
