@@ -19,6 +19,7 @@ from reconciler.executor import Executor
 from reconciler.metrics import ProcessMetrics
 from reconciler.phases import Deps, decide
 from reconciler.pid import allocate_pid
+from reconciler.prefetch import Prefetcher
 from reconciler.render import RoutingConfig, render_children
 from reconciler.table import TableStatusWriter
 from shared.api.process import Process
@@ -58,7 +59,8 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
 
     metrics = ProcessMetrics(registry, lambda: (p.phase for p in processes.objects()))
     recorder = EventRecorder(client, REPORTING_CONTROLLER, identity or "tatara-reconciler")
-    executor = Executor(client, RESTMapper(client), recorder, metrics,
+    mapper = RESTMapper(client)
+    executor = Executor(client, mapper, recorder, metrics,
                         allocate_pid=functools.partial(allocate_pid, client))
     routing = RoutingConfig(config.fleet_cluster, config.fleet_location, config.fleet_domain, config.dns_lb_target)
 
@@ -66,8 +68,10 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
         return render_children(observed.process, owner_uid=observed.process.metadata.uid or "", routing=routing)
 
     deps = Deps(render=render)
+    prefetch = Prefetcher(client, mapper, config.prometheus_url)
+    manager.add_runnable(prefetch.run)
     reconciler = ProcessReconciler(processes, children, executor, heartbeat_seconds=config.heartbeat_seconds,
-                                   decide=functools.partial(decide, deps=deps), clock=clock)
+                                   decide=functools.partial(decide, deps=deps), clock=clock, prefetch=prefetch)
     manager.add(reconciler.controller)
 
     table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval)

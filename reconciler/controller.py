@@ -10,6 +10,7 @@ its owned children (Flux objects, by controller ownerReference UID), child Proce
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ import msgspec
 from reconciler.decision import ChildState, Decision, Observed
 from reconciler.executor import Executor
 from reconciler.phases import decide
+from reconciler.prefetch import Prefetcher
 from reconciler.render import child_state
 from shared.api.meta import ObjectMeta
 from shared.api.process import Process
@@ -87,13 +89,16 @@ class ProcessReconciler:
         heartbeat_seconds: Attested heartbeat / poll interval.
         decide: the pure decision (default :func:`reconciler.phases.decide`).
         clock: now (UTC), injectable for tests.
+        prefetch: fetches boundary inputs the caches lack (PromQL, referenced Jobs/ConfigMaps/…); None: none.
     """
 
     def __init__(self, processes: Informer[Process], children: list[Informer[ChildObject]], executor: Executor,
                  *, heartbeat_seconds: float = 30.0, workers: int = 4,
                  decide: Callable[[Observed], Decision] = decide,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 prefetch: Prefetcher | None = None) -> None:
         self.processes = processes
+        self.prefetch = prefetch
         self.children = children
         self.executor = executor
         self.heartbeat_seconds = heartbeat_seconds
@@ -133,6 +138,11 @@ class ProcessReconciler:
         if process is None:
             return Result.done()  # deleted; the finalizer kept it until Reaped, so nothing is left to do
         observed = self.observe(process)
+        if self.prefetch is not None:
+            prometheus, referenced = await self.prefetch.boundary_inputs(process, observed.children.keys())
+            if prometheus or referenced:
+                observed = dataclasses.replace(observed, prometheus=prometheus,
+                                               children={**referenced, **observed.children})
         with log_context(phase=process.phase.value):
             decision = self.decide(observed)
             return await self.executor.execute(process, decision, observed.now)
