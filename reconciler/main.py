@@ -22,6 +22,7 @@ from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError
 from shared.kube.leader import LeadershipLost
 from shared.kube.logcontext import configure_logging
+from shared.kube.metrics import runtime_metrics
 from shared.kube.tracing import configure_tracing
 
 log = logging.getLogger("tatara-reconciler")
@@ -34,6 +35,8 @@ async def run(config: ReconcilerConfig) -> int:
     except Exception as err:  # config loading raises several unrelated types
         log.error("cannot load Kubernetes credentials: %s", err)
         return 1
+    requests = runtime_metrics().rest_client_requests_total
+    client.on_response.append(lambda method, code, host: requests.labels(code, method, host).inc())
     try:
         manager = build(client, config)
         await manager.run()
