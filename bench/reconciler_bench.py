@@ -1,0 +1,238 @@
+"""Reconciler benchmark (issue 5 "Speed"): N flux-intent Processes from creation to Attested.
+
+Against a private local control plane (etcd + kube-apiserver, no controller-manager) with the
+tatara and Flux CRDs installed, the reconciler runs as its own OS process
+(``python -m reconciler.main --leader-elect false --watch-namespace bench``) so its CPU time is
+read cleanly from ``/proc/<pid>/stat``; the Flux stand-in runs in this process and marks every
+Kustomization Ready at once. Measured:
+
+- **wall time**: first create sent → every Process ``Attested`` (seen by a watch here);
+- **API requests per Process**: the reconciler's ``rest_client_requests_total`` (scraped from its
+  ``/metrics``) after all are Attested, minus the figure before the first create (startup:
+  discovery, list+watch, ProcessTable), divided by N; broken down by verb;
+- **CPU per Process**: reconciler user+system CPU over the same window, divided by N;
+- **Ready → next phase write**: for each Process, from the watch event here where its
+  Kustomization first shows ``Ready=True`` (the stand-in's write) to the first watch event
+  of the Process with a new ``status.phase`` after that; p50/p99. Both sides are seen by the
+  same kind of watch in the same process, so the watch delivery delay cancels out.
+
+**Minimum requests per Process the design allows** (DESIGN §2, phases Pending → Forking → Execing →
+Running → Attested): one finalizer patch, one ProcessTable ``nextSequence`` bump (PID), one
+server-side apply of the Kustomization, two status writes (Running with the PID and fluxResources
+after the apply; Attested after Ready — the earlier phases could be folded into them), and one
+Event per recorded transition (4). That is 5 writes + 4 Events = **9**; the ProcessTable status
+writer is batched (≈0 per Process at scale). Reads come from caches (0).
+
+Usage: ``.venv/bin/python -m bench.reconciler_bench [--processes 1000]``. Prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import msgspec
+
+from shared.api.meta import ObjectMeta
+from shared.controlplane import LocalControlPlane
+from shared.controlplane.cluster import free_port
+from shared.kube.client import NAMESPACES, KubeClient
+from shared.kube.informer import Informer
+from shared.resources import PROCESSES
+from tests.support.flux_standin import KUSTOMIZATIONS, FluxStandIn
+from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMESPACE = "bench"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MINIMUM_REQUESTS = 9
+_SAMPLE = re.compile(r'^rest_client_requests_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
+
+
+class _Obj(msgspec.Struct):
+    metadata: ObjectMeta
+    status: dict[str, Any] = {}
+
+
+def flux_process(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "tatara.pleme.io/v1alpha1",
+        "kind": "Process",
+        "metadata": {"name": name},
+        "spec": {
+            "classification": {"pointType": "Gate", "substrate": "Observability", "horizon": {"kind": "Bounded"},
+                               "calm": "Monotone", "dataClassification": "Internal"},
+            "intent": {"flux": {"gitRepository": "infra", "path": "./apps/demo"}},
+        },
+    }
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+async def scrape_requests(port: int) -> dict[str, float]:
+    """``rest_client_requests_total`` summed by method."""
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+        text = await resp.text()
+    by_method: dict[str, float] = {}
+    for labels, value in _SAMPLE.findall(text):
+        method = dict(kv.split("=", 1) for kv in labels.split(",")).get("method", '""').strip('"')
+        by_method[method] = by_method.get(method, 0.0) + float(value)
+    return by_method
+
+
+def _ready(status: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def start_reconciler(control_plane: LocalControlPlane, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
+    with log.open("wb") as sink:
+        return subprocess.Popen(
+            [sys.executable, "-m", "reconciler.main", "--leader-elect", "false", "--watch-namespace", NAMESPACE,
+             "--health-addr", f"127.0.0.1:{port}", "--log-level", "warn"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=sink)
+
+
+async def bench(control_plane: LocalControlPlane, n: int) -> dict[str, Any]:
+    client = await KubeClient.from_kubeconfig(control_plane.kubeconfig)
+    await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+    port = free_port()
+    log = control_plane.dir / "reconciler.log"
+    proc = start_reconciler(control_plane, port, log)
+    ready_at: dict[str, float] = {}
+    phases: dict[str, list[tuple[float, str]]] = {}
+    attested: set[str] = set()
+    all_done = anyio.Event()
+
+    def on_kustomization(_type: Any, _old: _Obj | None, new: _Obj) -> None:
+        name = new.metadata.name or ""
+        if name not in ready_at and _ready(new.status):
+            ready_at[name] = time.monotonic()
+
+    def on_process(_type: Any, _old: _Obj | None, new: _Obj) -> None:
+        name = new.metadata.name or ""
+        phase = str(new.status.get("phase") or "")
+        seen = phases.setdefault(name, [])
+        if phase and (not seen or seen[-1][1] != phase):
+            seen.append((time.monotonic(), phase))
+        if phase == "Attested":
+            attested.add(name)
+            if len(attested) >= n:
+                all_done.set()
+
+    kustomizations: Informer[_Obj] = Informer(client, KUSTOMIZATIONS, _Obj, namespace=NAMESPACE)
+    processes: Informer[_Obj] = Informer(client, PROCESSES, _Obj, namespace=NAMESPACE)
+    kustomizations.add_handler(on_kustomization)
+    processes.add_handler(on_process)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kustomizations.run)
+            tg.start_soon(processes.run)
+            tg.start_soon(FluxStandIn(client, namespace=NAMESPACE).run)
+            while True:  # the reconciler's health server answers once it has started
+                try:
+                    before = await scrape_requests(port)
+                    break
+                except aiohttp.ClientError as err:
+                    if proc.poll() is not None:
+                        raise RuntimeError(f"reconciler exited: {log.read_text()[-2000:]}") from err
+                    await anyio.sleep(0.2)
+            # let the reconciler finish its startup list/watch so its requests are not charged to Processes
+            await anyio.sleep(2.0)
+            before = await scrape_requests(port)
+            cpu0 = cpu_seconds(proc.pid)
+            start = time.monotonic()
+            limiter = anyio.CapacityLimiter(16)
+
+            async def create(i: int) -> None:
+                async with limiter:
+                    await client.create(PROCESSES, flux_process(f"p{i:05d}"), NAMESPACE)
+
+            async with anyio.create_task_group() as creators:
+                for i in range(n):
+                    creators.start_soon(create, i)
+            created = time.monotonic() - start
+            await all_done.wait()
+            wall = time.monotonic() - start
+            cpu = cpu_seconds(proc.pid) - cpu0
+            await anyio.sleep(3.0)  # one batched ProcessTable write interval, so table writes are counted
+            after = await scrape_requests(port)
+            cpu_settled = cpu_seconds(proc.pid) - cpu0
+            tg.cancel_scope.cancel()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        await client.close()
+
+    next_write: list[float] = []
+    attest_after_ready: list[float] = []
+    for name, seen in phases.items():
+        t_ready = ready_at.get(name)
+        if t_ready is None:
+            continue
+        later = [t for t, _ in seen if t >= t_ready]
+        if later:
+            next_write.append(later[0] - t_ready)
+        t_att = next((t for t, p in seen if p == "Attested"), None)
+        t_run = next((t for t, p in seen if p == "Running"), None)
+        if t_att is not None and t_run is not None:
+            attest_after_ready.append(t_att - max(t_ready, t_run))
+    requests = {m: after.get(m, 0.0) - before.get(m, 0.0) for m in sorted(set(after) | set(before))}
+    return {"n": n, "created": created, "wall": wall, "cpu": cpu, "cpu_settled": cpu_settled, "requests": requests,
+            "next_write": next_write, "attest_after_ready": attest_after_ready}
+
+
+def report(r: dict[str, Any]) -> None:
+    n = r["n"]
+    total = sum(r["requests"].values())
+    rows = [
+        ("Processes", f"{n}"),
+        ("creates sent (s)", f"{r['created']:.1f}"),
+        ("wall time to all Attested (s)", f"{r['wall']:.1f}"),
+        ("Processes Attested per second", f"{n / r['wall']:.1f}"),
+        ("API requests per Process", f"{total / n:.2f}  (design minimum {MINIMUM_REQUESTS})"),
+        *((f"  {m}", f"{v / n:.2f}") for m, v in r["requests"].items() if v),
+        ("reconciler CPU per Process (ms)", f"{1000 * r['cpu'] / n:.1f}  (incl. 3 s settle: "
+                                            f"{1000 * r['cpu_settled'] / n:.1f})"),
+        ("child Ready → next phase write p50 (ms)", f"{1000 * statistics.median(r['next_write'] or [0]):.0f}"),
+        ("child Ready → next phase write p99 (ms)", f"{1000 * percentile(r['next_write'], 0.99):.0f}"),
+        ("Ready∧Running → Attested p99 (ms)", f"{1000 * percentile(r['attest_after_ready'], 0.99):.0f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--processes", type=int, default=1000)
+    args = parser.parse_args()
+    with LocalControlPlane(controller_manager=False) as control_plane:
+        tatara = [doc for path in sorted((ROOT / "charts").glob("*/crds/*.yaml")) for doc in load_yaml_docs(path)]
+        install_crds(control_plane.kubeconfig, [*tatara, *third_party_crds()])
+        result = asyncio.run(bench(control_plane, args.processes))
+    report(result)
+
+
+if __name__ == "__main__":
+    main()
