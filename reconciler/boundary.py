@@ -356,12 +356,20 @@ def timeout_exceeded(process: Process, now: datetime) -> bool:
     Execing: ``now + boundary_timeout``), else ``status.phaseSince + boundary_timeout``. Other
     phases, or no anchor → False. Raises ``DurationError`` for an unparsable ``boundary.timeout``.
     """
+    deadline = boundary_deadline(process)
+    return deadline is not None and now >= deadline
+
+
+def boundary_deadline(process: Process) -> datetime | None:
+    """The instant a converging Process times out (see :func:`timeout_exceeded`), or None.
+
+    Raises ``DurationError`` for an unparsable ``boundary.timeout``.
+    """
     status = process.status
     if status is None or status.phase not in _CONVERGING:
-        return False
-    deadline = status.boundary.deadline
-    if deadline is None:
-        if status.phase_since is None:
-            return False
-        deadline = status.phase_since + boundary_timeout(process)
-    return now >= deadline
+        return None
+    if status.boundary.deadline is not None:
+        return status.boundary.deadline
+    if status.phase_since is None:
+        return None
+    return status.phase_since + boundary_timeout(process)

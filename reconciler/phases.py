@@ -96,6 +96,18 @@ def _heartbeat(observed: Observed) -> float:
     return lifetime_clock.requeue_with_ttl(observed.process, observed.now, observed.heartbeat_seconds)
 
 
+def _converging_wait(observed: Observed, wait: float) -> float:
+    """``wait``, shortened so a converging Process is looked at again when its boundary deadline
+    passes: the timeout is noticed on time, not at the next HEARTBEAT (DESIGN §2.7)."""
+    try:
+        deadline = boundary.boundary_deadline(observed.process)
+    except DurationError:
+        return wait
+    if deadline is None:
+        return wait
+    return min(wait, max((deadline - observed.now).total_seconds(), TICK))
+
+
 def _message_write(observed: Observed, message: str, *, reason: str, stalled: bool | None = None) -> dict[str, Any]:
     """A status patch that keeps the phase and updates ``message`` and the conditions."""
     process = observed.process
@@ -268,10 +280,11 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
         if changed:
             extra["boundary"] = {"preconditions": [to_wire(r) for r in result.rows]}
         if not result.satisfied:
+            wait = _converging_wait(observed, observed.heartbeat_seconds)
             if not changed and _status_message(process) == "waiting on preconditions":
-                return Decision(requeue_after=observed.heartbeat_seconds)
+                return Decision(requeue_after=wait)
             status = _message_write(observed, "waiting on preconditions", reason="PreconditionsUnmet")
-            return Decision(status={**status, **extra}, requeue_after=observed.heartbeat_seconds)
+            return Decision(status={**status, **extra}, requeue_after=wait)
 
     try:
         docs = deps.render(observed)
@@ -359,7 +372,7 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
         return timed_out
 
     extra: dict[str, Any] = {"fluxResources": [to_wire(r) for r in refs]} if changed else {}
-    wait = min(observed.heartbeat_seconds, _heartbeat(observed))
+    wait = _converging_wait(observed, min(observed.heartbeat_seconds, _heartbeat(observed)))
     if not all(r.ready for r in refs):
         return Decision(status=extra or None, requeue_after=wait)
 

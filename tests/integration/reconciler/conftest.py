@@ -15,6 +15,7 @@ from reconciler.app import build
 from reconciler.config import ReconcilerConfig
 from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient, Resource
+from shared.kube.manager import Manager
 from tests.support.flux_standin import FluxStandIn
 from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
 
@@ -41,8 +42,10 @@ Verdict = Callable[[Resource, dict[str, Any]], str | None]
 
 @asynccontextmanager
 async def reconciler_running(client: KubeClient, namespace: str, *, verdict: Verdict | None = None,
-                             flux_delay: float = 0.0) -> AsyncIterator[None]:
-    """The reconciler (leader election off, health on an ephemeral port) and a Flux stand-in, for one namespace."""
+                             flux_delay: float = 0.0) -> AsyncIterator[Manager]:
+    """The reconciler (leader election off, health on an ephemeral port) and a Flux stand-in, for one namespace.
+
+    Yields the manager (``manager.idle()`` tells when its queue has settled)."""
     config = ReconcilerConfig(watch_namespace=namespace, leader_elect=False, health_host="127.0.0.1",
                               health_port=0, table_status_interval=0.2)
     manager = build(client, config, registry=CollectorRegistry(), handle_signals=False)
@@ -50,7 +53,7 @@ async def reconciler_running(client: KubeClient, namespace: str, *, verdict: Ver
         tg.start_soon(manager.run)
         tg.start_soon(FluxStandIn(client, namespace=namespace, verdict=verdict, delay=flux_delay).run)
         try:
-            yield
+            yield manager
         finally:
             manager.stop()
             tg.cancel_scope.cancel()

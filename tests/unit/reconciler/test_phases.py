@@ -336,6 +336,24 @@ def test_running_waits_on_a_child_that_is_not_ready_without_rewriting_unchanged_
     assert d.requeue_after == 30.0
 
 
+def test_running_waiting_on_a_child_is_requeued_at_its_boundary_deadline() -> None:
+    """Regression: the wait used HEARTBEAT (30 s) only, so a 7 s boundary.timeout fired at ~35 s."""
+    deadline = format_timestamp(NOW + timedelta(seconds=4))
+    waiting = ready(None, message="applied; awaiting reconciliation")
+    d = decide(obs(running(boundary={"deadline": deadline}), children=waiting))
+    assert d.status is None
+    assert d.requeue_after == 4.0
+
+
+def test_execing_waiting_on_preconditions_is_requeued_at_its_boundary_deadline() -> None:
+    cond = {"kind": "ProcessPhase", "params": {"processRef": "db", "phase": "Attested"}}
+    p = make("Execing", spec={"boundary": {"preconditions": [cond]}},
+             boundary={"deadline": format_timestamp(NOW + timedelta(seconds=6))})
+    d = decide(obs(p), fake_render([KS_DOC]))
+    assert d.transition is None
+    assert d.requeue_after == 6.0
+
+
 def test_running_records_a_changed_child_message_once() -> None:
     d = decide(obs(running(), children=ready(False, message="building")))
     assert d.status is not None
