@@ -370,7 +370,8 @@ def test_member_state_from_a_process(proc: Process, expected: MemberState) -> No
 
 def test_membership_is_by_the_pool_annotation_exactly() -> None:
     p = process(pool="demo-pool")
-    assert belongs_to_pool(p, "demo-pool") and not belongs_to_pool(p, "other")
+    assert belongs_to_pool(p, "demo-pool")
+    assert not belongs_to_pool(p, "other")
 
 
 # ── §7.6 pool phase ──────────────────────────────────────────────────────────
@@ -519,7 +520,9 @@ def test_member_document_matches_the_worked_example() -> None:
         "sighupStrategy": "Reconverge",
         "startSuspended": False,
     }
-    assert spec["suspended"] is False and spec["dependsOn"] == [] and "status" not in doc
+    assert spec["suspended"] is False
+    assert spec["dependsOn"] == []
+    assert "status" not in doc
 
 
 # ── the pass (pool_decide) ───────────────────────────────────────────────────
@@ -534,7 +537,8 @@ def test_a_new_pool_gets_the_finalizer_and_its_members_on_distinct_slots() -> No
     assert d.add_finalizer
     assert [c.slot for c in d.create] == [0, 1, 2]
     assert len({c.name for c in d.create}) == 3
-    assert d.status is not None and d.status["status"]["phase"] == "Initializing"
+    assert d.status is not None
+    assert d.status["status"]["phase"] == "Initializing"
 
 
 def test_creates_skip_slots_held_by_current_members() -> None:
@@ -560,9 +564,12 @@ def test_scaling_down_deletes_free_members_never_bound_ones() -> None:
 
 def test_a_deleting_pool_deletes_its_members_and_keeps_its_finalizer_until_they_are_gone() -> None:
     d = pool_decide(observe(pool(deleting=True), process("a"), process("b", deleting=True)))
-    assert [x.name for x in d.delete] == ["a"] and not d.remove_finalizer
+    assert [x.name for x in d.delete] == ["a"]
+    assert not d.remove_finalizer
     done = pool_decide(observe(pool(deleting=True)))
-    assert done.remove_finalizer and done.delete == () and done.create == ()
+    assert done.remove_finalizer
+    assert done.delete == ()
+    assert done.create == ()
 
 
 def test_keep_returns_a_member_to_free_with_a_guarded_patch() -> None:
@@ -574,7 +581,8 @@ def test_keep_returns_a_member_to_free_with_a_guarded_patch() -> None:
     )
     d = pool_decide(observe(pool(1, return_policy="Keep"), m))
     (patch,) = d.patch
-    assert patch.resource_version == "42" and patch.patch["metadata"]["resourceVersion"] == "42"
+    assert patch.resource_version == "42"
+    assert patch.patch["metadata"]["resourceVersion"] == "42"
     assert patch.patch["spec"] == {"lifetime": {"permanent": {}, "ephemeral": None}}
     assert patch.patch["metadata"]["annotations"] == dict.fromkeys(
         (ann.REQUESTOR, ann.REQUESTOR_KIND, ann.ALLOCATION, ann.RETURN_TRIGGER)
@@ -595,10 +603,12 @@ def test_reset_runs_a_job_then_frees_the_member() -> None:
     p = pool(1, return_policy="Reset")
     started = pool_decide(observe(p, m))
     (job,) = started.apply
-    assert job["kind"] == "Job" and job["metadata"]["name"] == reset_job_name("a", "x")
+    assert job["kind"] == "Job"
+    assert job["metadata"]["name"] == reset_job_name("a", "x")
     assert started.patch == ()
     done = pool_decide(observe(p, m, reset_jobs={reset_job_name("a", "x"): True}))
-    assert [x.reason for x in done.patch] == ["ReturnReset"] and done.apply == ()
+    assert [x.reason for x in done.patch] == ["ReturnReset"]
+    assert done.apply == ()
 
 
 def test_an_unchanged_status_is_not_written_again() -> None:
@@ -622,4 +632,5 @@ def test_an_invalid_template_creates_nothing_and_says_why() -> None:
     d = pool_decide(observe(p))
     if d.create:
         pytest.skip("template is valid for the model")
-    assert d.status is not None and "invalid template" in d.status["status"]["message"]
+    assert d.status is not None
+    assert "invalid template" in d.status["status"]["message"]
