@@ -394,12 +394,15 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
     extra["boundary"] = {"deadline": None}
     if rows:
         extra["boundary"]["postconditions"] = [to_wire(r) for r in rows]
+    # Our own status write does not requeue us (status-only updates are filtered), so when the
+    # teardown policy fires on Attested, come back at TICK rather than a HEARTBEAT later.
+    tears_down = lifetime_clock.evaluate(process, _P.ATTESTED, observed.now) is not None
     return phase_write(
         observed,
         _P.ATTESTED,
         f"attested generation {attestation.generation}",
         reason="Attested",
-        requeue_after=_heartbeat(observed),
+        requeue_after=TICK if tears_down else _heartbeat(observed),
         extra=extra,
     )
 

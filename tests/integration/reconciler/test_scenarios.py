@@ -4,6 +4,7 @@ children, Failed → Reaped for an ephemeral Process, and a controller restart m
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,13 @@ def reached(kc: KubeClient, ns: str, name: str, phase: str) -> Any:
     return probe
 
 
+def seconds_between(earlier: str, later: str) -> float:
+    def parse(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    return (parse(later) - parse(earlier)).total_seconds()
+
+
 def closed_loop_example(namespace: str) -> dict[str, Any]:
     """The upstream example, adapted only where this cluster or our scope requires it."""
     (process,) = load_yaml_docs(EXAMPLE)
@@ -84,6 +92,9 @@ async def test_the_closed_loop_ephemeral_example_attests_then_tears_down(kc: Kub
         assert history.index("Attested") < history.index("Exiting") < history.index("Zombie") < history.index("Reaped")
         attested = next(e for e in ours if e["reason"] == "PhaseAttested")
         assert "attested generation 0" in attested["message"]
+        # The teardown follows the attestation at once, not a heartbeat later.
+        exiting = next(e for e in ours if e["reason"] == "PhaseExiting")
+        assert seconds_between(attested["firstTimestamp"], exiting["firstTimestamp"]) <= 2
 
         # Its HelmRelease + OCIRepository were rendered (and torn down with it).
         await wait_for(lambda: gone(kc, HELM_RELEASES, "closed-loop-attest", namespace), timeout=30,

@@ -370,6 +370,15 @@ def test_running_with_every_child_ready_attests_generation_0() -> None:
     assert {c["type"]: c["status"] for c in d.status["conditions"]}["Ready"] == "True"
 
 
+def test_attesting_with_teardown_on_attested_requeues_at_tick_not_heartbeat() -> None:
+    """Regression: the teardown waited a whole HEARTBEAT (30 s) after the Attested write."""
+    p = make("Running", spec={"lifetime": {"ephemeral": {"ttl": "1h", "teardownPolicy": "OnAttested"}}},
+             fluxResources=[KS_REF])
+    d = decide(obs(p, children=ready(True)))
+    goes_to(d, P.RUNNING, P.ATTESTED)
+    assert d.requeue_after == 1.0
+
+
 def test_a_stalled_child_fails_the_process_with_exit_code_1() -> None:
     d = decide(obs(running(), children=ready(False, stalled=True, message="install retries exhausted")))
     goes_to(d, P.RUNNING, P.FAILED)
