@@ -55,6 +55,24 @@ def controller_owner_uids(obj: Any) -> list[str]:
     return [ref.uid for ref in obj.metadata.owner_references if ref.controller]
 
 
+DEPENDS_ON = "depends-on"
+"""Index of Processes by the ``<ns>/<name>`` of each Process their ``spec.dependsOn`` names."""
+
+
+def dependency_refs(process: Process) -> list[str]:
+    ns = process.metadata.namespace or "default"
+    return [f"{dep.namespace or ns}/{dep.name}" for dep in process.spec.depends_on]
+
+
+OWN_PID = "pid"
+"""Index of Processes by their own ``status.pid``."""
+
+
+def own_pid(process: Process) -> list[str]:
+    pid = process.status.pid if process.status else None
+    return [pid] if pid else []
+
+
 def parent_pid(process: Process) -> list[str]:
     parent = process.spec.identity.parent if process.spec.identity else None
     return [parent] if parent else []
@@ -110,10 +128,22 @@ class ProcessReconciler:
         self.controller: Controller[Process] = Controller("process", processes, self.reconcile, workers=workers)
         for informer in children:
             self.controller.owns(informer, kind="Process", group=GROUP)
+        # A child Process's change (e.g. reaching Reaped) requeues its parent, found by PID.
+        processes.add_indexer(OWN_PID, own_pid)
+        self.controller.watches(processes, self._parents_of)
+        # A Process's change requeues the Processes whose dependsOn names it (no 30 s poll).
+        processes.add_indexer(DEPENDS_ON, dependency_refs)
+        self.controller.watches(processes, self._dependents_of)
+
+    def _dependents_of(self, process: Process) -> list[Request]:
+        ref = f"{process.metadata.namespace or 'default'}/{process.metadata.name}"
+        return [Request.of(p) for p in self.processes.by_index(DEPENDS_ON, ref)]
+
+    def _parents_of(self, process: Process) -> list[Request]:
+        return [Request.of(parent) for pid in parent_pid(process) for parent in self.processes.by_index(OWN_PID, pid)]
 
     def observe(self, process: Process) -> Observed:
         """The snapshot of ``process``'s world from the caches (no API calls)."""
-        ns = process.metadata.namespace or "default"
         children: dict[Any, ChildState] = {}
         uid = process.metadata.uid
         if uid:
@@ -123,10 +153,7 @@ class ProcessReconciler:
                     children[state.ref] = state
         pid = process.status.pid if process.status else None
         child_processes = tuple(self.processes.by_index(PARENT_PID, pid)) if pid else ()
-        dependencies = {}
-        for dep in process.spec.depends_on:
-            ref = f"{dep.namespace or ns}/{dep.name}"
-            dependencies[ref] = self.processes.get(ref)
+        dependencies = {ref: self.processes.get(ref) for ref in dependency_refs(process)}
         return Observed(
             process=process, now=self.clock(), children=children, child_processes=child_processes,
             dependencies=dependencies, processes_by_ref=_CacheView(self.processes),
