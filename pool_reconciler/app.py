@@ -1,0 +1,72 @@
+"""Assembles the tatara-pool-reconciler: client → manager → informers → pool and allocation controllers.
+
+:func:`build` is shared by the binary (:mod:`pool_reconciler.main`) and the integration tests, so
+both run the same wiring (spec/pool-reconciler.md §1: two controllers in one process; DESIGN §4:
+leader election, ``/healthz``, ``/readyz``, ``/metrics``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry
+
+from pool_reconciler.config import PoolReconcilerConfig
+from pool_reconciler.controller import AllocationReconciler, JobObject, PoolReconciler
+from pool_reconciler.executor import JOBS, Executor
+from pool_reconciler.metrics import PoolMetrics
+from shared.api.allocation import EphemeralAllocation
+from shared.api.pool import EphemeralPool
+from shared.api.process import Process
+from shared.kube.client import KubeClient
+from shared.kube.events import EventRecorder
+from shared.kube.health import HealthServer
+from shared.kube.leader import LeaderElector
+from shared.kube.manager import Manager
+from shared.kube.metrics import registry as process_registry
+from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
+
+__all__ = ["REPORTING_CONTROLLER", "build"]
+
+REPORTING_CONTROLLER = "tatara.pleme.io/tatara-pool-reconciler"
+"""``reportingComponent`` of our Events."""
+
+
+def build(client: KubeClient, config: PoolReconcilerConfig, *, identity: str | None = None,
+          registry: CollectorRegistry = process_registry, handle_signals: bool = True,
+          clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Manager:
+    """The pool reconciler's manager, ready to ``await manager.run()``.
+
+    Args:
+        client: the shared API client.
+        config: parsed flags/environment.
+        identity: leader-election identity and Event ``reportingInstance``.
+        registry: prometheus registry for domain metrics (tests pass a fresh one).
+        handle_signals: stop on SIGTERM/SIGINT (the binary) or not (tests).
+        clock: now (UTC), injectable for tests.
+    """
+    health = HealthServer(config.health_host, config.health_port)
+    elector = None
+    if config.leader_elect:
+        elector = LeaderElector(client, config.leader_election_lease_name, config.lease_namespace,
+                                identity=identity, timing=config.lease_timing)
+    manager = Manager(client, health=health, elector=elector, handle_signals=handle_signals)
+    ns = config.watch_namespace or None
+    pools = manager.informer(EPHEMERAL_POOLS, EphemeralPool, namespace=ns)
+    allocations = manager.informer(EPHEMERAL_ALLOCATIONS, EphemeralAllocation, namespace=ns)
+    processes = manager.informer(PROCESSES, Process, namespace=ns)
+    jobs = manager.informer(JOBS, JobObject, namespace=ns)
+
+    metrics = PoolMetrics(registry, pools.objects, processes.objects, allocations.objects)
+    recorder = EventRecorder(client, REPORTING_CONTROLLER, identity or "tatara-pool-reconciler")
+    executor = Executor(client, recorder, metrics)
+    pool_reconciler = PoolReconciler(pools, processes, jobs, executor, heartbeat_seconds=config.heartbeat_seconds,
+                                     reset_image=config.reset_image, workers=config.workers, clock=clock)
+    allocation_reconciler = AllocationReconciler(allocations, pools, processes, executor,
+                                                 heartbeat_seconds=config.heartbeat_seconds,
+                                                 spawn_timeout=config.spawn_timeout, workers=config.workers,
+                                                 clock=clock)
+    manager.add(pool_reconciler.controller)
+    manager.add(allocation_reconciler.controller)
+    return manager

@@ -1,0 +1,245 @@
+"""The pool and allocation controllers: caches → Observed snapshot → pure decision → executor.
+
+One reconcile reads top to bottom here (STYLE.md, "we avoid long hops"). Unlike the reference,
+which watches only its primary kinds (spec/pool-reconciler.md §3.5) and so learns of member
+changes only on the 30 s heartbeat, both controllers watch secondary kinds:
+
+- **pool controller** (:class:`PoolReconciler`): primary EphemeralPools; member Processes are
+  mapped to their pool by the ``tatara.pleme.io/pool`` annotation (spec §7.7) and by their
+  controller ownerReference (spec §4.7); reset Jobs by their ``pool`` annotation (spec §4.11).
+- **allocation controller** (:class:`AllocationReconciler`): primary EphemeralAllocations; a
+  member Process change requeues the allocation named in its ``allocation`` annotation and every
+  allocation waiting on its pool (so queued allocations wake as soon as a member frees, spec
+  §5.8); a pool change requeues the namespace's waiting allocations (a new pool may match a
+  ``NoMatchingPool`` one); an allocation's phase change or deletion requeues the allocations
+  waiting behind it (FIFO position, DESIGN §2.10).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+
+from pool_reconciler.allocation_decide import allocation_decide, route
+from pool_reconciler.decision import (
+    DEFAULT_SPAWN_TIMEOUT,
+    AllocationDecision,
+    AllocationObserved,
+    PoolDecision,
+    PoolObserved,
+)
+from pool_reconciler.executor import Executor
+from pool_reconciler.pool_decide import pool_decide
+from shared import annotations as ann
+from shared.api.allocation import EphemeralAllocation
+from shared.api.meta import ObjectMeta
+from shared.api.pool import EphemeralPool
+from shared.api.process import Process
+from shared.group import GROUP
+from shared.kube.controller import Controller, Request, Result
+from shared.kube.informer import EventType, Informer
+from shared.kube.logcontext import log_context
+
+__all__ = [
+    "BY_NAMESPACE",
+    "MEMBER_OF",
+    "AllocationReconciler",
+    "JobObject",
+    "PoolReconciler",
+    "job_outcome",
+]
+
+log = logging.getLogger(__name__)
+
+MEMBER_OF = "member-of"
+"""Index of Processes (and reset Jobs) by ``<ns>/<pool>`` from their ``tatara.pleme.io/pool`` annotation."""
+
+BY_NAMESPACE = "namespace"
+"""Index of any object by its namespace."""
+
+
+class JobObject(msgspec.Struct):
+    """A reset Job as cached: metadata and the raw status."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: dict[str, Any] = {}
+
+
+def job_outcome(job: JobObject) -> bool | None:
+    """True when the Job succeeded, False when it failed for good, None while it runs (spec §4.11 Reset)."""
+    for condition in job.status.get("conditions") or ():
+        if condition.get("status") == "True" and condition.get("type") == "Complete":
+            return True
+        if condition.get("status") == "True" and condition.get("type") == "Failed":
+            return False
+    if (job.status.get("succeeded") or 0) > 0:
+        return True
+    return None
+
+
+def pool_key(obj: Any) -> list[str]:
+    """``<ns>/<pool>`` from the ``tatara.pleme.io/pool`` annotation, if any."""
+    pool = obj.metadata.annotations.get(ann.POOL)
+    return [f"{obj.metadata.namespace or 'default'}/{pool}"] if pool else []
+
+
+def namespace_of(obj: Any) -> list[str]:
+    return [obj.metadata.namespace or "default"]
+
+
+def _pool_request(obj: Any) -> list[Request]:
+    pool = obj.metadata.annotations.get(ann.POOL)
+    return [Request(obj.metadata.namespace or None, pool)] if pool else []
+
+
+class PoolReconciler:
+    """Builds the pool controller on ``pools`` with member Processes and reset Jobs as secondary watches.
+
+    Args:
+        pools / processes / jobs: informers (run by the manager).
+        executor: performs decisions.
+        heartbeat_seconds: requeue interval (spec §3.6).
+        reset_image: the Reset policy's Job image (spec §7.8).
+        decide: the pure decision (default :func:`pool_decide`).
+        clock: now (UTC), injectable for tests.
+    """
+
+    def __init__(self, pools: Informer[EphemeralPool], processes: Informer[Process], jobs: Informer[JobObject],
+                 executor: Executor, *, heartbeat_seconds: float = 30.0, reset_image: str | None = None,
+                 workers: int = 4, decide: Callable[[PoolObserved], PoolDecision] = pool_decide,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.pools = pools
+        self.processes = processes
+        self.jobs = jobs
+        self.executor = executor
+        self.heartbeat_seconds = heartbeat_seconds
+        self.reset_image = reset_image
+        self.decide = decide
+        self.clock = clock
+        processes.add_indexer(MEMBER_OF, pool_key)
+        jobs.add_indexer(MEMBER_OF, pool_key)
+        self.controller: Controller[EphemeralPool] = Controller("pool", pools, self.reconcile, workers=workers)
+        self.controller.owns(processes, kind="EphemeralPool", group=GROUP)
+        self.controller.watches(processes, _pool_request)
+        self.controller.watches(jobs, _pool_request)
+
+    def observe(self, pool: EphemeralPool) -> PoolObserved:
+        """The snapshot of ``pool``'s world from the caches (no API calls)."""
+        key = f"{pool.metadata.namespace or 'default'}/{pool.metadata.name}"
+        members = tuple(self.processes.by_index(MEMBER_OF, key))
+        reset_jobs = {job.metadata.name or "": job_outcome(job) for job in self.jobs.by_index(MEMBER_OF, key)}
+        return PoolObserved(pool=pool, members=members, now=self.clock(), reset_jobs=reset_jobs,
+                            reset_image=self.reset_image, heartbeat_seconds=self.heartbeat_seconds)
+
+    async def reconcile(self, request: Request) -> Result:
+        pool = self.pools.get(str(request))
+        if pool is None:
+            return Result.done()  # gone: the POOL finalizer kept it until its members were reaped
+        observed = self.observe(pool)
+        decision = self.decide(observed)
+        with log_context(phase=pool.status.phase.value if pool.status else ""):
+            if decision.create or decision.delete or decision.patch:
+                log.info("pool pass: %d create, %d patch, %d delete", len(decision.create), len(decision.patch),
+                         len(decision.delete))
+            return await self.executor.execute_pool(pool, decision)
+
+
+def _waiting(allocation: EphemeralAllocation) -> bool:
+    return allocation.phase.needs_pool_routing and allocation.metadata.deletion_timestamp is None
+
+
+def _phase_or_deletion_changed(event: EventType, old: Any, new: Any) -> bool:
+    if event is not EventType.MODIFIED or old is None:
+        return True
+    return bool(old.phase is not new.phase or old.metadata.deletion_timestamp != new.metadata.deletion_timestamp)
+
+
+class AllocationReconciler:
+    """Builds the allocation controller on ``allocations`` with pools and member Processes as secondary watches.
+
+    Args:
+        allocations / pools / processes: informers (run by the manager).
+        executor: performs decisions.
+        heartbeat_seconds: requeue interval (spec §3.6).
+        spawn_timeout: how long an allocation may wait for a member (spec §5.9).
+        decide: the pure decision (default :func:`allocation_decide`).
+        clock: now (UTC), injectable for tests.
+    """
+
+    def __init__(self, allocations: Informer[EphemeralAllocation], pools: Informer[EphemeralPool],
+                 processes: Informer[Process], executor: Executor, *, heartbeat_seconds: float = 30.0,
+                 spawn_timeout: timedelta = DEFAULT_SPAWN_TIMEOUT, workers: int = 4,
+                 decide: Callable[[AllocationObserved], AllocationDecision] = allocation_decide,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.allocations = allocations
+        self.pools = pools
+        self.processes = processes
+        self.executor = executor
+        self.heartbeat_seconds = heartbeat_seconds
+        self.spawn_timeout = spawn_timeout
+        self.decide = decide
+        self.clock = clock
+        allocations.add_indexer(BY_NAMESPACE, namespace_of)
+        pools.add_indexer(BY_NAMESPACE, namespace_of)
+        processes.add_indexer(BY_NAMESPACE, namespace_of)
+        self.controller: Controller[EphemeralAllocation] = Controller("allocation", allocations, self.reconcile,
+                                                                      workers=workers)
+        self.controller.watches(processes, self._for_member)
+        self.controller.watches(pools, self._for_pool)
+        self.controller.watches(allocations, self._behind, predicates=(_phase_or_deletion_changed,))
+
+    def _waiting_in(self, namespace: str) -> list[EphemeralAllocation]:
+        return [a for a in self.allocations.by_index(BY_NAMESPACE, namespace) if _waiting(a)]
+
+    def _for_member(self, process: Process) -> Iterable[Request]:
+        """The allocation bound to ``process`` and the allocations waiting on its pool."""
+        pool_name = process.metadata.annotations.get(ann.POOL)
+        if not pool_name:
+            return []
+        ns = process.metadata.namespace or "default"
+        out: list[Request] = []
+        bound = process.metadata.annotations.get(ann.ALLOCATION)
+        if bound:
+            out.append(Request(ns, bound))
+        pools = self.pools.by_index(BY_NAMESPACE, ns)
+        for allocation in self._waiting_in(ns):
+            routed = route(allocation, pools)
+            if routed is not None and routed.metadata.name == pool_name:
+                out.append(Request.of(allocation))
+        return out
+
+    def _for_pool(self, pool: EphemeralPool) -> Iterable[Request]:
+        return [Request.of(a) for a in self._waiting_in(pool.metadata.namespace or "default")]
+
+    def _behind(self, allocation: EphemeralAllocation) -> Iterable[Request]:
+        ns = allocation.metadata.namespace or "default"
+        return [Request.of(a) for a in self._waiting_in(ns) if a.metadata.name != allocation.metadata.name]
+
+    def observe(self, allocation: EphemeralAllocation) -> AllocationObserved:
+        """The snapshot of ``allocation``'s world from the caches (no API calls)."""
+        ns = allocation.metadata.namespace or "default"
+        members = tuple(p for p in self.processes.by_index(BY_NAMESPACE, ns) if ann.POOL in p.metadata.annotations)
+        return AllocationObserved(
+            allocation=allocation,
+            pools=tuple(self.pools.by_index(BY_NAMESPACE, ns)),
+            members=members,
+            now=self.clock(),
+            allocations=tuple(self.allocations.by_index(BY_NAMESPACE, ns)),
+            spawn_timeout=self.spawn_timeout,
+            heartbeat_seconds=self.heartbeat_seconds,
+        )
+
+    async def reconcile(self, request: Request) -> Result:
+        allocation = self.allocations.get(str(request))
+        if allocation is None:
+            return Result.done()  # gone: the ALLOCATION finalizer kept it until its member was returned
+        observed = self.observe(allocation)
+        with log_context(phase=allocation.phase.value):
+            decision = self.decide(observed)
+            if decision.claim is not None or decision.status is not None:
+                log.info("allocation pass: %s", decision.action)
+            return await self.executor.execute_allocation(allocation, decision, observed.now)
