@@ -1,0 +1,53 @@
+{{/*
+Exactly the API calls tatara-reconciler makes (least privilege). Sources:
+- Processes: informer list/watch (reconciler/app.py); finalizers, annotations, signals, spec.suspended
+  by merge patch; child Processes by server-side apply (create + patch); self-delete and child
+  deletes (reconciler/executor.py); PID allocation lists Processes (reconciler/pid.py).
+- processes/status: merge patch on /status (shared/kube/patch.py patch_status).
+- ProcessTables: get, create when missing, nextSequence bump by merge patch (reconciler/pid.py,
+  reconciler/table.py); processtables/status by merge patch (reconciler/table.py).
+- Flux Kustomizations/HelmReleases/OCIRepositories: informers (reconciler/controller.py
+  child_resources), server-side apply, deletes, GETs for boundary conditions (reconciler/prefetch.py).
+- Ingresses, DNSEndpoints: server-side apply, deletes, GETs (reconciler/render.py, prefetch.py).
+- Jobs and receipt ConfigMaps: GET only, for JobAttested / ClosedLoopAuth conditions (reconciler/boundary.py).
+- Events: create, and patch of a repeated Event's count (shared/kube/events.py).
+- Discovery: GET /apis/<group>/<version> to map kinds to resources (shared/kube/discovery.py).
+Leases are granted by the namespaced Role in leader-election-rbac.yaml.
+*/}}
+{{- define "tatara.rules" -}}
+- apiGroups: ["tatara.pleme.io"]
+  resources: ["processes"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["tatara.pleme.io"]
+  resources: ["processes/status", "processtables/status"]
+  verbs: ["patch"]
+- apiGroups: ["tatara.pleme.io"]
+  resources: ["processtables"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: ["kustomize.toolkit.fluxcd.io"]
+  resources: ["kustomizations"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["helm.toolkit.fluxcd.io"]
+  resources: ["helmreleases"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["source.toolkit.fluxcd.io"]
+  resources: ["ocirepositories"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["externaldns.k8s.io"]
+  resources: ["dnsendpoints"]
+  verbs: ["get", "create", "patch", "delete"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- nonResourceURLs: ["/api", "/api/*", "/apis", "/apis/*"]
+  verbs: ["get"]
+{{- end }}

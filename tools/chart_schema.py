@@ -1,0 +1,162 @@
+"""Write ``values.schema.json`` of both controller charts (shared keys once, per-chart ``config``).
+
+Usage: ``python -m tools.chart_schema [--check]`` — ``--check`` writes nothing and exits 1 when a
+schema file differs from what this module generates.
+
+Objects the chart owns are closed (``additionalProperties: false``), so a typo in a key fails
+``helm lint``/``template``/``install`` with a message naming it; Kubernetes-typed passthrough values
+(resources, security contexts, affinity, EnvVars, rules) are open objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_STR: dict[str, Any] = {"type": "string"}
+_BOOL: dict[str, Any] = {"type": "boolean"}
+_OPEN: dict[str, Any] = {"type": "object"}
+_STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+_OBJ_LIST: dict[str, Any] = {"type": "array", "items": {"type": "object"}}
+_PORT: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": 65535}
+_SECONDS: dict[str, Any] = {"type": "number", "exclusiveMinimum": 0}
+_DURATION: dict[str, Any] = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
+_NAME: dict[str, Any] = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}
+_NS: dict[str, Any] = {"type": "string", "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", "maxLength": 63}
+
+
+def _closed(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+def _probe() -> dict[str, Any]:
+    return _closed({k: {"type": "integer", "minimum": 0 if k == "initialDelaySeconds" else 1}
+                    for k in ("initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold")})
+
+
+def common_properties(lease_name: str) -> dict[str, Any]:
+    """The keys both charts share."""
+    return {
+        "nameOverride": _STR,
+        "fullnameOverride": _STR,
+        "image": _closed({
+            "repository": {"type": "string", "minLength": 1},
+            "tag": _STR,
+            "digest": {"type": "string", "pattern": r"^(sha256:[a-f0-9]{64})?$"},
+            "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+        }, ("repository",)),
+        "imagePullSecrets": _OBJ_LIST,
+        "replicaCount": {"type": "integer", "minimum": 0},
+        "leaderElection": _closed({
+            "enabled": _BOOL,
+            "leaseName": {**_NAME, "default": lease_name},
+            "namespace": _NS,
+            "leaseDuration": _SECONDS,
+            "renewDeadline": _SECONDS,
+            "retryPeriod": _SECONDS,
+        }),
+        "watchNamespace": _NS,
+        "logLevel": {"enum": ["trace", "debug", "info", "warn", "warning", "error"]},
+        "healthPort": _PORT,
+        "extraArgs": {"type": "array", "items": {"type": "string"}},
+        "extraEnv": _OBJ_LIST,
+        "serviceAccount": _closed({
+            "create": _BOOL, "name": _STR, "annotations": _STR_MAP, "automountServiceAccountToken": _BOOL,
+        }),
+        "rbac": _closed({"create": _BOOL, "extraRules": _OBJ_LIST}),
+        "resources": _OPEN,
+        "podSecurityContext": _OPEN,
+        "securityContext": _OPEN,
+        "topologySpread": _closed({
+            "enabled": _BOOL,
+            "maxSkew": {"type": "integer", "minimum": 1},
+            "topologyKey": {"type": "string", "minLength": 1},
+            "whenUnsatisfiable": {"enum": ["DoNotSchedule", "ScheduleAnyway"]},
+        }),
+        "podAnnotations": _STR_MAP,
+        "podLabels": _STR_MAP,
+        "nodeSelector": _STR_MAP,
+        "tolerations": _OBJ_LIST,
+        "affinity": _OPEN,
+        "priorityClassName": _STR,
+        "terminationGracePeriodSeconds": {"type": "integer", "minimum": 0},
+        "probes": _closed({"liveness": _probe(), "readiness": _probe()}),
+        "service": _closed({
+            "type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+            "port": _PORT,
+            "annotations": _STR_MAP,
+        }),
+        "serviceMonitor": _closed({
+            "enabled": _BOOL, "interval": _DURATION, "scrapeTimeout": _DURATION, "labels": _STR_MAP,
+        }),
+        "podDisruptionBudget": _closed({
+            "enabled": _BOOL,
+            "minAvailable": {"oneOf": [{"type": "integer", "minimum": 0},
+                                       {"type": "string", "pattern": r"^[0-9]+%$"}]},
+        }),
+    }
+
+
+RECONCILER_CONFIG: dict[str, Any] = _closed({
+    "heartbeatSeconds": {"type": "integer", "minimum": 0},
+    "exportWorkerImage": {"type": "string", "minLength": 1},
+    "exportWorkerServiceAccount": _NAME,
+    "fleetCluster": _STR,
+    "fleetLocation": _STR,
+    "fleetDomain": _STR,
+    "dnsLbTarget": _STR,
+    "prometheusUrl": {"type": "string", "pattern": r"^(https?://.+)?$"},
+    "tableStatusInterval": _SECONDS,
+})
+
+POOL_CONFIG: dict[str, Any] = _closed({})
+
+
+def schema(chart: str) -> dict[str, Any]:
+    """The values schema of ``chart`` (``tatara-reconciler`` or ``tatara-pool-reconciler``)."""
+    props = common_properties(chart)
+    props["config"] = RECONCILER_CONFIG if chart == "tatara-reconciler" else POOL_CONFIG
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": f"{chart} values",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": props,
+    }
+
+
+CHARTS = ("tatara-reconciler", "tatara-pool-reconciler")
+
+
+def render(chart: str) -> str:
+    return json.dumps(schema(chart), indent=2) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.chart_schema", description=__doc__)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 on drift")
+    args = parser.parse_args(argv)
+    stale = []
+    for chart in CHARTS:
+        path = ROOT / "charts" / chart / "values.schema.json"
+        text = render(chart)
+        if args.check:
+            if not path.is_file() or path.read_text() != text:
+                stale.append(str(path.relative_to(ROOT)))
+        else:
+            path.write_text(text)
+    for rel in stale:
+        print(f"{rel} differs from `python -m tools.chart_schema`", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
