@@ -1,0 +1,199 @@
+"""``helm lint`` / ``helm template`` of both controller charts (defaults and every optional feature
+on), the values schema refusing a wrong type and an unknown key, and ``helm install`` of both into
+the real local API server, in a namespace enforcing PodSecurity ``restricted``."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from kubernetes_asyncio import client
+
+from shared.controlplane import LocalControlPlane
+from tests.support.kube import wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+CHARTS = ("tatara-reconciler", "tatara-pool-reconciler")
+CRDS = {
+    "tatara-reconciler": ("processes.tatara.pleme.io", "processtables.tatara.pleme.io"),
+    "tatara-pool-reconciler": ("ephemeralpools.tatara.pleme.io", "ephemeralallocations.tatara.pleme.io"),
+}
+
+ALL_ON: dict[str, Any] = {
+    "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+    "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+    "podAnnotations": {"example.com/a": "1"},
+    "podLabels": {"team": "platform"},
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+    "affinity": {"nodeAffinity": {}},
+    "priorityClassName": "system-cluster-critical",
+    "imagePullSecrets": [{"name": "registry"}],
+    "extraArgs": ["--log-level=debug"],
+    "extraEnv": [{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://otel:4318"}],
+    "rbac": {"extraRules": [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]},
+    "serviceAccount": {"annotations": {"example.com/role": "controller"}},
+    "service": {"annotations": {"example.com/scrape": "true"}},
+    "leaderElection": {"namespace": "kube-system"},
+    "image": {"digest": "sha256:" + "0" * 64},
+    "watchNamespace": "team-a",
+}
+
+
+def _run(helm: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=120, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _values_file(tmp_path: Path, values: dict[str, Any]) -> str:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return str(path)
+
+
+def _render(helm: Path, chart: str, *extra: str) -> dict[str, dict[str, Any]]:
+    out = _run(helm, "template", "rel", str(ROOT / "charts" / chart), "-n", "tatara-system", *extra).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    return {d["kind"]: d for d in docs}
+
+
+BASE_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"}
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+@pytest.mark.parametrize("all_on", [False, True], ids=["defaults", "all-on"])
+def test_lint_and_template(helm: Path, chart: str, all_on: bool, tmp_path: Path) -> None:
+    extra = ["-f", _values_file(tmp_path, ALL_ON)] if all_on else []
+    lint = _run(helm, "lint", "--strict", str(ROOT / "charts" / chart), *extra)
+    assert "0 chart(s) failed" in lint.stdout
+    objects = _render(helm, chart, *extra)
+    optional = {"ServiceMonitor", "PodDisruptionBudget"}
+    assert set(objects) == (BASE_KINDS | optional if all_on else BASE_KINDS)
+    role = objects["Role"]
+    assert role["metadata"]["namespace"] == ("kube-system" if all_on else "tatara-system")
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_default_deployment(helm: Path, chart: str) -> None:
+    objects = _render(helm, chart)
+    deploy = objects["Deployment"]
+    pod = deploy["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert deploy["spec"]["replicas"] == 2
+    assert container["image"] == "ghcr.io/pleme-io/tatara:0.1.0"
+    assert container["command"] == [chart]
+    assert "--leader-elect=true" in container["args"]
+    assert f"--leader-election-lease-name={chart}" in container["args"]
+    assert "--leader-election-namespace=tatara-system" in container["args"]
+    assert "--health-addr=0.0.0.0:8080" in container["args"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert container["resources"]["requests"]
+    assert container["resources"]["limits"]
+    sc = container["securityContext"]
+    assert sc["runAsNonRoot"] is True
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["labelSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+    service = objects["Service"]
+    assert service["spec"]["ports"][0]["name"] == "metrics"
+    assert service["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_rbac_is_least_privilege(helm: Path, chart: str) -> None:
+    objects = _render(helm, chart)
+    for rule in objects["ClusterRole"]["rules"] + objects["Role"]["rules"]:
+        assert "*" not in rule["verbs"], rule
+        assert "*" not in rule.get("resources", []), rule
+        assert "*" not in rule.get("apiGroups", []), rule
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+    resources = {r for rule in objects["ClusterRole"]["rules"] for r in rule.get("resources", [])}
+    assert "leases" not in resources, "the Lease belongs in the namespaced Role"
+    assert "secrets" not in resources
+    (lease_rule, named_rule) = objects["Role"]["rules"]
+    assert lease_rule["verbs"] == ["create"]
+    assert named_rule["resourceNames"] == [chart]
+    assert named_rule["verbs"] == ["get", "update"]
+    subject = objects["ClusterRoleBinding"]["subjects"][0]
+    assert subject == {"kind": "ServiceAccount", "name": objects["ServiceAccount"]["metadata"]["name"],
+                       "namespace": "tatara-system"}
+
+
+@pytest.mark.parametrize("command", ["lint", "template"])
+@pytest.mark.parametrize("chart", CHARTS)
+@pytest.mark.parametrize(("setting", "message"), [
+    ("replicaCount=two", "at '/replicaCount': got string, want integer"),
+    ("replicas=3", "additional properties 'replicas' not allowed"),
+    ("serviceMonitor.enabeld=true", "additional properties 'enabeld' not allowed"),
+], ids=["wrong-type", "unknown-top-level-key", "nested-typo"])
+def test_schema_rejects(helm: Path, chart: str, command: str, setting: str, message: str) -> None:
+    args: Sequence[str] = ("lint", str(ROOT / "charts" / chart)) if command == "lint" else (
+        "template", "rel", str(ROOT / "charts" / chart))
+    proc = _run(helm, *args, "--set", setting, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+
+
+# -- install into the real local API server ---------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_install_both_charts(helm: Path, control_plane: LocalControlPlane, kube: client.ApiClient,
+                                   namespace: str) -> None:
+    core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
+    rbac, ext = client.RbacAuthorizationV1Api(kube), client.ApiextensionsV1Api(kube)
+    restricted = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn")}
+    await core.patch_namespace(namespace, {"metadata": {"labels": restricted}})
+    suffix = uuid.uuid4().hex[:6]
+    releases = {chart: f"{chart.removeprefix('tatara-')}-{suffix}" for chart in CHARTS}
+    kubeconfig = str(control_plane.kubeconfig)
+    try:
+        for chart, release in releases.items():
+            proc = await anyio.to_thread.run_sync(lambda c=chart, r=release: _run(
+                helm, "install", r, str(ROOT / "charts" / c), "--kubeconfig", kubeconfig, "-n", namespace,
+                "--set", "podDisruptionBudget.enabled=true", "--timeout", "90s"))
+            assert "STATUS: deployed" in proc.stdout
+            assert "violate PodSecurity" not in proc.stderr, proc.stderr
+
+        for chart, release in releases.items():
+            fullname = f"{release}-{chart}"
+            for crd in CRDS[chart]:
+                async def established(name: str = crd) -> bool:
+                    obj = await ext.read_custom_resource_definition(name)
+                    return any(c.type == "Established" and c.status == "True" for c in obj.status.conditions or [])
+                await wait_for(established, timeout=60, what=f"{crd} Established")
+            deploy = await apps.read_namespaced_deployment(fullname, namespace)
+            assert deploy.spec.replicas == 2
+            await core.read_namespaced_service_account(fullname, namespace)
+            await core.read_namespaced_service(f"{fullname}-metrics", namespace)
+            await rbac.read_cluster_role(fullname)
+            await rbac.read_cluster_role_binding(fullname)
+            await rbac.read_namespaced_role(f"{fullname}-leader-election", namespace)
+            await rbac.read_namespaced_role_binding(f"{fullname}-leader-election", namespace)
+            await client.PolicyV1Api(kube).read_namespaced_pod_disruption_budget(fullname, namespace)
+
+            # The pod template passes PodSecurity `restricted` enforcement for real: a Pod made from it
+            # is admitted (it stays Pending: no scheduler or kubelet here).
+            template = kube.sanitize_for_serialization(deploy.spec.template)
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{fullname}-probe",
+                                                                   "labels": {"probe": "restricted"}},
+                   "spec": template["spec"]}
+            await core.create_namespaced_pod(namespace, pod)
+            await core.delete_namespaced_pod(f"{fullname}-probe", namespace, grace_period_seconds=0)
+    finally:
+        for release in releases.values():
+            await anyio.to_thread.run_sync(lambda r=release: _run(
+                helm, "uninstall", r, "--kubeconfig", kubeconfig, "-n", namespace, "--wait=false", check=False))
