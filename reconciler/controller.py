@@ -41,12 +41,14 @@ PARENT_PID = "parent-pid"
 
 
 class ChildObject(msgspec.Struct):
-    """A rendered child as cached: the whole document, kept as wire data for readiness parsing."""
+    """A rendered child as cached: identity, metadata and status — what readiness parsing reads.
+
+    ``spec`` is not kept: HelmRelease values can be large, and the desired spec is re-rendered
+    from the Process anyway (spec/runtime-anchors.md §3 #17)."""
 
     apiVersion: str = ""
     kind: str = ""
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: dict[str, Any] = {}
     status: dict[str, Any] = {}
 
 

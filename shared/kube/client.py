@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
+import aiohttp.http_exceptions
 import msgspec
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
@@ -34,6 +35,10 @@ DEFAULT_TIMEOUT = 30.0
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+MAX_WATCH_EVENT_BYTES = 16 << 20
+"""Largest watch event line accepted (16 MiB; etcd's default request limit is 1.5 MiB, so any
+object the API server stores fits). aiohttp's default of 512 KiB is too small for large objects."""
+
 APPLY_PATCH = "application/apply-patch+yaml"
 """Server-side apply; a JSON document is valid YAML, so the body stays JSON."""
 
@@ -315,19 +320,28 @@ class KubeClient:
                 if resp.status != 200:
                     raise api_error(resp.status, await resp.read())
                 while True:
-                    line = await resp.content.readline()
+                    line = await resp.content.readline(max_line_length=MAX_WATCH_EVENT_BYTES)
                     if not line:
                         return
                     if line.strip():
-                        yield _event_decoder.decode(line)
+                        try:
+                            event = _event_decoder.decode(line)
+                        except msgspec.DecodeError as err:
+                            raise WatchBroken(0, "WatchBroken", f"undecodable watch event: {err}") from err
+                        yield event
         except (TimeoutError, aiohttp.ServerTimeoutError) as err:
             raise WatchStalled(0, "WatchStalled", f"no data for {inactivity_timeout} s") from err
-        except aiohttp.ClientError as err:
-            raise ApiError(0, type(err).__name__, f"watch {resource.path(namespace)}: {err}") from err
+        except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, ValueError) as err:
+            # ValueError covers aiohttp's LineTooLong on an event larger than MAX_WATCH_EVENT_BYTES
+            raise WatchBroken(0, type(err).__name__, f"watch {resource.path(namespace)}: {err}") from err
 
 
 class WatchStalled(ApiError):
     """A watch delivered no byte (not even a bookmark) within the inactivity deadline."""
+
+
+class WatchBroken(ApiError):
+    """The watch stream failed mid-way (connection, an event too large, or undecodable); relist."""
 
 
 def _encode(value: bytes | Any) -> bytes:
@@ -345,5 +359,6 @@ def decode(raw: bytes, into: type[T]) -> T:
 
 __all__ = [
     "APPLY_PATCH", "CONFIG_MAPS", "CUSTOM_RESOURCE_DEFINITIONS", "EVENTS", "JSON", "JSON_PATCH", "LEASES",
-    "MERGE_PATCH", "NAMESPACES", "ApiError", "KubeClient", "Resource", "WatchEvent", "WatchStalled", "decode",
+    "MERGE_PATCH", "NAMESPACES", "ApiError", "KubeClient", "Resource", "WatchBroken", "WatchEvent", "WatchStalled",
+    "decode",
 ]

@@ -31,8 +31,8 @@ from typing import Generic, Protocol, TypeVar
 import anyio
 import msgspec
 
-from shared.kube.client import KubeClient, Resource, WatchEvent, WatchStalled
-from shared.kube.errors import ApiError, Gone, status_error
+from shared.kube.client import KubeClient, Resource, WatchBroken, WatchEvent, WatchStalled
+from shared.kube.errors import ApiError, Gone, NotFound, status_error
 
 log = logging.getLogger(__name__)
 
@@ -259,11 +259,31 @@ class Informer(Generic[T]):
                 log.warning("%s: watch stalled for %.0f s, restarting", self.resource.plural,
                             self.inactivity_timeout)
                 self.stats.stalls += 1
+            except WatchBroken as err:
+                # the stream may have lost an event mid-way: relist rather than resume
+                self.stats.errors += 1
+                self.resource_version = ""
+                await self._back_off(err)
+            except NotFound as err:
+                # the resource is not served (yet): its honest cache is empty; keep retrying
+                if not self.has_synced:
+                    self._replace({})
+                    self._synced.set()
+                self.stats.errors += 1
+                await self._back_off(err)
             except ApiError as err:
                 self.stats.errors += 1
-                delay = self.backoff.next_delay()
-                log.warning("%s: %s; retrying in %.1f s", self.resource.plural, err, delay)
-                await anyio.sleep(delay)
+                await self._back_off(err)
+            except Exception as err:  # a bug or an unexpected payload must not take the binary down
+                log.exception("%s: informer error", self.resource.plural)
+                self.stats.errors += 1
+                self.resource_version = ""
+                await self._back_off(err)
+
+    async def _back_off(self, err: Exception) -> None:
+        delay = self.backoff.next_delay()
+        log.warning("%s: %s; retrying in %.1f s", self.resource.plural, err, delay)
+        await anyio.sleep(delay)
 
     async def _relist(self) -> None:
         fresh: dict[str, T] = {}

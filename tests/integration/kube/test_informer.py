@@ -13,9 +13,9 @@ import pytest
 from shared.api.meta import ObjectMeta
 from shared.controlplane import LocalControlPlane
 from shared.kube.client import CONFIG_MAPS, KubeClient
-from shared.kube.informer import EventType, Informer
+from shared.kube.informer import Backoff, EventType, Informer
 from tests.integration.kube.conftest import ConfigMap
-from tests.support.kube import wait_for
+from tests.support.kube import install_crds, wait_for, widget_crd
 
 pytestmark = pytest.mark.anyio
 
@@ -166,3 +166,30 @@ async def test_an_object_that_does_not_decode_is_skipped_not_fatal(kclient: Kube
         tg.cancel_scope.cancel()
     assert sorted(informer.keys()) == [f"{ns}/good-1", f"{ns}/good-2"]
     assert [msgspec.json.decode(r)["metadata"]["name"] for r in rejected] == ["bad", "bad-2"]
+
+
+async def test_an_event_larger_than_aiohttps_default_line_limit_is_delivered(kclient: KubeClient, ns: str) -> None:
+    big = "x" * 700_000  # > aiohttp's 512 KiB readline default, < etcd's 1.5 MiB request limit
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns)
+    async with running(informer):
+        await cm(kclient, ns, "big", blob=big)
+        await converged(kclient, informer, ns)
+        stored = informer.get(f"{ns}/big")
+        assert stored is not None
+        assert len(stored.data["blob"]) == 700_000
+    assert informer.stats.errors == 0
+
+
+async def test_a_resource_that_is_not_served_syncs_empty_and_appears_when_installed(
+    private_plane: LocalControlPlane, kclient: KubeClient, ns: str
+) -> None:
+    gadgets, crd = widget_crd("gadgets.tatara.test")
+    informer = Informer(kclient, gadgets, ConfigMap, namespace=ns, backoff=Backoff(initial=0.05, cap=0.2))
+    async with running(informer):
+        assert informer.has_synced
+        assert len(informer) == 0
+        await anyio.to_thread.run_sync(install_crds, private_plane.kubeconfig, [crd])
+        await kclient.create(gadgets, {"apiVersion": "gadgets.tatara.test/v1", "kind": "Widget",
+                                       "metadata": {"name": "g"}}, ns)
+        await wait_for(lambda: _true_if(informer.get(f"{ns}/g") is not None), timeout=30,
+                       what="the new kind's object in the cache")
