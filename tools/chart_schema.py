@@ -117,7 +117,12 @@ RECONCILER_CONFIG: dict[str, Any] = _closed({
     "tableStatusInterval": _SECONDS,
 })
 
-POOL_CONFIG: dict[str, Any] = _closed({})
+POOL_CONFIG: dict[str, Any] = _closed({
+    "heartbeatSeconds": {"type": "integer", "minimum": 1},
+    "spawnTimeout": _DURATION,
+    "resetImage": {"type": "string", "minLength": 1},
+    "workers": {"type": "integer", "minimum": 1},
+})
 
 
 def schema(chart: str) -> dict[str, Any]:

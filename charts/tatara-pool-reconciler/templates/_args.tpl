@@ -3,7 +3,7 @@
 tatara-pool-reconciler
 {{- end }}
 
-{{/* Flags of tatara-pool-reconciler: the same runtime flags as tatara-reconciler (reconciler/config.py). */}}
+{{/* Flags of tatara-pool-reconciler: pool_reconciler/config.py; every one also has a TATARA_POOL_* variable. */}}
 {{- define "tatara.args" -}}
 - --health-addr=0.0.0.0:{{ .Values.healthPort }}
 - --controller-namespace={{ .Release.Namespace }}
@@ -15,4 +15,8 @@ tatara-pool-reconciler
 - --leader-election-lease-duration={{ .Values.leaderElection.leaseDuration }}
 - --leader-election-renew-deadline={{ .Values.leaderElection.renewDeadline }}
 - --leader-election-retry-period={{ .Values.leaderElection.retryPeriod }}
+- --heartbeat-seconds={{ .Values.config.heartbeatSeconds }}
+- --spawn-timeout={{ .Values.config.spawnTimeout }}
+- --reset-image={{ .Values.config.resetImage }}
+- --workers={{ .Values.config.workers }}
 {{- end }}

@@ -1,12 +1,11 @@
 {{/*
-The API calls tatara-pool-reconciler makes (least privilege). pool_reconciler/ has no executor
-yet; these follow its decisions (pool_reconciler/pool_decide.py, allocation_decide.py) and the
-shared runtime, and the RBAC-proven e2e test will pin them:
-- EphemeralPools / EphemeralAllocations: informers (list/watch), finalizers by merge patch guarded
-  with resourceVersion (get on conflict), exclusive bind claims by merge patch; status by merge patch.
-- Processes: informer on pool members; members created (server-side apply: create + patch),
-  signalled by annotation patch, deleted on return.
-- Jobs: reset Jobs created, watched for their outcome and deleted afterwards.
+Exactly the API calls tatara-pool-reconciler makes (least privilege). Sources:
+- EphemeralPools / EphemeralAllocations: informers (pool_reconciler/app.py); finalizers by merge
+  patch guarded with resourceVersion, re-read (get) on a conflict (shared/kube/patch.py); status by
+  merge patch on /status (pool_reconciler/executor.py).
+- Processes: informer on pool members; members created, patched (exclusive claim, release,
+  signals) and deleted on return (pool_reconciler/executor.py).
+- Jobs: informer for reset outcomes; reset Jobs by server-side apply (create + patch).
 - Events: create, and patch of a repeated Event's count (shared/kube/events.py).
 Leases are granted by the namespaced Role in leader-election-rbac.yaml.
 */}}
@@ -19,10 +18,10 @@ Leases are granted by the namespaced Role in leader-election-rbac.yaml.
   verbs: ["patch"]
 - apiGroups: ["tatara.pleme.io"]
   resources: ["processes"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["list", "watch", "create", "patch"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]

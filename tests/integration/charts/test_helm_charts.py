@@ -93,7 +93,8 @@ def test_default_deployment(helm: Path, chart: str) -> None:
     assert "--leader-elect=true" in container["args"]
     assert f"--leader-election-lease-name={chart}" in container["args"]
     assert "--leader-election-namespace=tatara-system" in container["args"]
-    assert "--health-addr=0.0.0.0:8080" in container["args"]
+    port = 8080 if chart == "tatara-reconciler" else 8081
+    assert f"--health-addr=0.0.0.0:{port}" in container["args"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert container["resources"]["requests"]
@@ -197,3 +198,16 @@ async def test_install_both_charts(helm: Path, control_plane: LocalControlPlane,
         for release in releases.values():
             await anyio.to_thread.run_sync(lambda r=release: _run(
                 helm, "uninstall", r, "--kubeconfig", kubeconfig, "-n", namespace, "--wait=false", check=False))
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_rendered_args_parse(helm: Path, chart: str) -> None:
+    """Every flag the chart passes is one the binary accepts, with the intended values."""
+    from pool_reconciler.config import parse_config as parse_pool
+    from reconciler.config import parse_config as parse_reconciler
+
+    args = _render(helm, chart)["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    config = (parse_reconciler if chart == "tatara-reconciler" else parse_pool)(args, {})
+    assert config.leader_elect is True
+    assert config.controller_namespace == "tatara-system"
+    assert config.lease_namespace == "tatara-system"
