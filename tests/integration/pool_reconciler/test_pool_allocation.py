@@ -138,6 +138,13 @@ async def test_a_pool_fills_binds_releases_and_keeps_its_status_quiet(kc: KubeCl
         assert lifetime["ephemeral"]["teardownPolicy"] == "Never"
         assert alloc["status"]["expiresAt"]
         await wait_pool_counts(kc, namespace, "warm", readyCount=1, allocatedCount=1)
+        await settle(running)
+        sample = running.pool_registry.get_sample_value
+        assert sample("tatara_pool_binds_total", {"outcome": "bound"}) == 1
+        assert sample("tatara_pool_members", {"pool": f"{namespace}/warm", "state": "Allocated"}) == 1
+        assert sample("tatara_pool_members", {"pool": f"{namespace}/warm", "state": "Free"}) == 1
+        assert sample("tatara_allocations", {"phase": "Bound"}) == 1
+        assert sample("tatara_allocation_bind_seconds_count") == 1
 
         # Release (Keep): the member is Free again, the allocation and its finalizer are gone.
         await kc.delete(EPHEMERAL_ALLOCATIONS, "a1", namespace)
@@ -155,6 +162,8 @@ async def test_a_pool_fills_binds_releases_and_keeps_its_status_quiet(kc: KubeCl
         pool = await wait_pool_counts(kc, namespace, "warm", phase="Steady", readyCount=2, allocatedCount=0,
                                       spawningCount=0, returningCount=0)
         assert len(pool["status"]["members"]) == 2
+        await settle(running)
+        assert sample("tatara_pool_releases_total", {"outcome": "keep"}) == 1
 
         # Quiet: a pass over an unchanged pool (forced by a metadata write) rewrites nothing.
         await settle(running)

@@ -1,0 +1,54 @@
+"""The exclusive claim against the real API server (DESIGN §2.10): a bind patch guarded by a stale
+resourceVersion loses with 409, and the executor then writes nothing else — no allocation status."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import msgspec
+import pytest
+from prometheus_client import CollectorRegistry
+
+from pool_reconciler.allocation_decide import bind_patch
+from pool_reconciler.decision import AllocationDecision
+from pool_reconciler.executor import RETRY_AFTER_CONFLICT, Executor
+from pool_reconciler.metrics import PoolMetrics
+from pool_reconciler.pool_decide import member_document
+from shared import annotations as ann
+from shared.api.allocation import EphemeralAllocation
+from shared.api.pool import EphemeralPool
+from shared.api.process import Process
+from shared.kube.client import KubeClient, decode
+from shared.kube.events import EventRecorder
+from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
+from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, pool_doc
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_stale_claim_loses_and_writes_no_status(kc: KubeClient, namespace: str) -> None:
+    pool = decode(await kc.create(EPHEMERAL_POOLS, pool_doc("p", 1), namespace), EphemeralPool)
+    stale = decode(await kc.create(PROCESSES, member_document(pool, 0), namespace), Process)
+    alloc = decode(await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("a", "p", namespace), namespace),
+                   EphemeralAllocation)
+    # Another writer (the winning allocation) changes the member after we observed it.
+    await kc.merge_patch(PROCESSES, stale.metadata.name or "", {"metadata": {"annotations": {ann.ALLOCATION: "other"}}},
+                         namespace)
+
+    registry = CollectorRegistry()
+    metrics = PoolMetrics(registry, list, list, list)
+    executor = Executor(kc, EventRecorder(kc, "tatara.pleme.io/test", "test"), metrics)
+    now = datetime.now(UTC)
+    claim = bind_patch(alloc, stale, now + timedelta(minutes=30), now)
+    assert claim.resource_version == stale.metadata.resource_version
+    decision = AllocationDecision("Bind", claim=claim, status={"status": {"phase": "Bound", "message": "bound"}})
+
+    result = await executor.execute_allocation(alloc, decision, now)
+
+    assert result.requeue_after == RETRY_AFTER_CONFLICT
+    after = msgspec.json.decode(await kc.get(EPHEMERAL_ALLOCATIONS, "a", namespace))
+    assert "status" not in after or not after["status"].get("phase")
+    member = msgspec.json.decode(await kc.get(PROCESSES, stale.metadata.name or "", namespace))
+    assert member["metadata"]["annotations"][ann.ALLOCATION] == "other"
+    assert ann.REQUESTOR not in member["metadata"]["annotations"]
+    assert registry.get_sample_value("tatara_pool_binds_total", {"outcome": "conflict"}) == 1
