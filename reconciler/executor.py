@@ -20,10 +20,11 @@ from reconciler.metrics import ProcessMetrics
 from reconciler.pid import PidRefused
 from shared import annotations as ann
 from shared import finalizers as fin
+from shared.api.codec import decode_process
 from shared.api.process import Process
 from shared.kube.controller import Result
 from shared.kube.discovery import RESTMapper
-from shared.kube.errors import NotFound
+from shared.kube.errors import Conflict, NotFound
 from shared.kube.events import EventRecorder, EventType
 from shared.kube.patch import (
     ObjectRef,
@@ -74,7 +75,14 @@ class Executor:
             await add_finalizer(self.client, PROCESSES, ns, name, fin.PROCESS, current=process)
 
         status = dict(decision.status or {})
+        guard_version: str | None = None
         if decision.allocate_pid:
+            # The cache may lag our own last write (status-only events do not requeue): read the live
+            # object so a PID is never allocated twice, and guard the status write with its version.
+            live = decode_process(await self.client.get(PROCESSES, name, ns))
+            if live.status is not None and live.status.pid:
+                return Result(requeue_after=1.0)
+            guard_version = live.metadata.resource_version
             try:
                 status["pid"] = await self.allocate_pid(process)
             except PidRefused as refused:
@@ -107,7 +115,13 @@ class Executor:
             await patch_annotations(self.client, PROCESSES, process, decision.annotations)
         if decision.signal is not None:
             self.metrics.signals.labels(*decision.signal).inc()
-        if status:
+        if status and guard_version is not None:
+            try:
+                await self.client.merge_patch(PROCESSES, name, {"metadata": {"resourceVersion": guard_version},
+                                                                "status": status}, ns, subresource="status")
+            except Conflict:
+                return Result(requeue_after=1.0)  # changed since the live read: decide again
+        elif status:
             await patch_status(self.client, PROCESSES, ns, name, status, current=process)
 
         if decision.transition is not None:
