@@ -11,7 +11,7 @@ import pytest
 
 from shared import annotations as ann
 from shared import finalizers as fin
-from shared.kube.client import KubeClient, Resource
+from shared.kube.client import EVENTS, KubeClient, Resource
 from shared.kube.errors import NotFound
 from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from tests.integration.pool_reconciler.conftest import Running, both_running
@@ -145,6 +145,11 @@ async def test_a_pool_fills_binds_releases_and_keeps_its_status_quiet(kc: KubeCl
         assert sample("tatara_pool_members", {"pool": f"{namespace}/warm", "state": "Free"}) == 1
         assert sample("tatara_allocations", {"phase": "Bound"}) == 1
         assert sample("tatara_allocation_bind_seconds_count") == 1
+        bound_events = [e for e in msgspec.json.decode(await kc.list(EVENTS, namespace))["items"]
+                        if e.get("reason") == "Bound"
+                        and (e.get("regarding") or e.get("involvedObject") or {}).get("name") == "a1"]
+        assert len(bound_events) == 1, bound_events
+        assert (await read(kc, EPHEMERAL_ALLOCATIONS, "a1", namespace))["status"] == alloc["status"]
 
         # Release (Keep): the member is Free again, the allocation and its finalizer are gone.
         await kc.delete(EPHEMERAL_ALLOCATIONS, "a1", namespace)
