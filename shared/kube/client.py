@@ -211,6 +211,7 @@ class KubeClient:
                     if 200 <= resp.status < 300:
                         return data
                     error = api_error(resp.status, data)
+                    error.retry_after = _retry_after(resp.headers.get("Retry-After"))
             except (TimeoutError, aiohttp.ClientError) as err:
                 self._observe(method, 0)
                 raise ApiError(0, type(err).__name__, f"{method} {path}: {err}") from err
@@ -342,6 +343,14 @@ class WatchStalled(ApiError):
 
 class WatchBroken(ApiError):
     """The watch stream failed mid-way (connection, an event too large, or undecodable); relist."""
+
+
+def _retry_after(header: str | None) -> float | None:
+    """``Retry-After`` in seconds (the API server sends an integer on 429 and some 5xx), else None."""
+    try:
+        return float(header) if header else None
+    except ValueError:
+        return None
 
 
 def _encode(value: bytes | Any) -> bytes:

@@ -240,7 +240,12 @@ class Controller(Generic[T]):
                 m.reconcile_errors_total.labels(name).inc()
                 m.reconcile_total.labels(name, "error").inc()
                 span.set_status(trace.StatusCode.ERROR, str(err))
-                self.queue.add_rate_limited(request)
+                retry_after = err.retry_after if isinstance(err, ApiError) else None
+                if retry_after:
+                    # the API server asked for a pause (429, APF): honour it rather than a 5 ms backoff
+                    self.queue.add_after(request, retry_after)
+                else:
+                    self.queue.add_rate_limited(request)
                 return
             finally:
                 m.reconcile_time_seconds.labels(name).observe(time.perf_counter() - started)

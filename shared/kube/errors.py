@@ -51,6 +51,8 @@ class ApiError(Exception):
         self.message = message
         self.causes = causes
         self.body = body
+        self.retry_after: float | None = None
+        """Seconds from the response's ``Retry-After`` header (429 / APF), when it had one."""
 
 
 class BadRequest(ApiError):

@@ -89,3 +89,14 @@ def test_json_log_lines_carry_the_bound_context() -> None:
     assert line["msg"] == "phase Running"
     assert (line["controller"], line["namespace"], line["name"], line["level"]) == ("process", "ns", "p", "info")
     assert line["ts"].endswith("Z")
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("5", 5.0), ("0.5", 0.5), (None, None), ("", None), ("Wed, 21 Oct 2015 07:28:00 GMT", None)],
+    ids=["integer seconds", "fractional seconds", "no header", "empty header", "an HTTP date is ignored"],
+)
+def test_retry_after_header_is_read_as_seconds(header: str | None, seconds: float | None) -> None:
+    from shared.kube.client import _retry_after
+
+    assert _retry_after(header) == seconds
