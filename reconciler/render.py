@@ -51,7 +51,7 @@ __all__ = [
 FIELD_MANAGER: Final = "tatara-reconciler"
 """SSA field manager and the ``managed-by`` value (spec §0.3)."""
 
-# Pinned to the served+storage versions of tests/fixtures/crds (Flux v2.x, external-dns).
+# Pinned to the served+storage versions of shared/crds/third_party (Flux v2.x, external-dns).
 KUSTOMIZATION_API_VERSION: Final = "kustomize.toolkit.fluxcd.io/v1"
 HELM_RELEASE_API_VERSION: Final = "helm.toolkit.fluxcd.io/v2"
 OCI_REPOSITORY_API_VERSION: Final = "source.toolkit.fluxcd.io/v1"

@@ -3,6 +3,10 @@
 Subcommands:
     local          start a local control plane (built on first use), print its
                    kubeconfig, and keep it running until Ctrl-C or SIGTERM.
+    ps             the PID tree of Processes (phase, age), like ``ps -ef --forest``.
+    signal         validate a signal and write it as a Process's ``tatara.pleme.io/signal``.
+    compile        tatara-lisp → Process YAML on stdout.
+    crds           print every CRD tatara installs.
     control-plane  ``build`` the local control-plane binaries (no-op when cached) and
                    print where they are.
 """
@@ -19,6 +23,7 @@ from types import FrameType
 
 from shared import __version__
 from shared.controlplane import BuildError, ControlPlaneError, LocalControlPlane, Toolchain
+from shared.opscli import add_subcommands
 
 
 def _cmd_build(_: argparse.Namespace) -> int:
@@ -63,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     local.add_argument("--no-controller-manager", action="store_true", help="skip kube-controller-manager")
     local.add_argument("--exit-when-ready", action="store_true", help="stop again as soon as it is ready")
     local.set_defaults(func=_cmd_local)
+    add_subcommands(sub)
     cp = sub.add_parser("control-plane", help="manage the local control-plane binaries")
     cp_sub = cp.add_subparsers(dest="action", required=True)
     cp_sub.add_parser("build", help="build kube-apiserver, kube-controller-manager, etcd if missing").set_defaults(

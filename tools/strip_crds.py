@@ -1,4 +1,4 @@
-"""Write schema-only copies of the Flux and external-dns CRDs into tests/fixtures/crds.
+"""Write schema-only copies of the Flux and external-dns CRDs into shared/crds/third_party.
 
 Reads the published CRDs from ``../shared/fixtures/crds`` (or ``--source``), drops every
 ``description`` schema keyword (a *property* that happens to be named ``description``
@@ -18,7 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "fixtures" / "crds"
-DEFAULT_DEST = ROOT / "tests" / "fixtures" / "crds"
+DEFAULT_DEST = ROOT / "shared" / "crds" / "third_party"
 
 WANTED = {
     "flux/helm.toolkit.fluxcd.io_helmreleases.yaml": "helmreleases.helm.toolkit.fluxcd.io.yaml",

@@ -13,11 +13,10 @@ import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from shared.crds import THIRD_PARTY_CRDS
 from shared.kube.client import Resource
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-THIRD_PARTY_CRDS = FIXTURES / "crds"
-"""Schema-only Flux and external-dns CRDs (written by ``python -m tools.strip_crds``)."""
 
 T = TypeVar("T")
 
