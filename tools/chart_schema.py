@@ -97,6 +97,12 @@ def common_properties(lease_name: str) -> dict[str, Any]:
         "serviceMonitor": _closed({
             "enabled": _BOOL, "interval": _DURATION, "scrapeTimeout": _DURATION, "labels": _STR_MAP,
         }),
+        "dashboards": _closed({
+            "enabled": _BOOL,
+            "namespace": _NS,
+            "labels": _STR_MAP,
+            "annotations": _STR_MAP,
+        }),
         "podDisruptionBudget": _closed({
             "enabled": _BOOL,
             "minAvailable": {"oneOf": [{"type": "integer", "minimum": 0},

@@ -4,6 +4,7 @@ the real local API server, in a namespace enforcing PodSecurity ``restricted``."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ CRDS = {
 ALL_ON: dict[str, Any] = {
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
     "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+    "dashboards": {"enabled": True, "namespace": "monitoring", "labels": {"grafana_dashboard": "0", "team": "x"},
+                   "annotations": {"grafana_folder": "tatara"}},
     "podAnnotations": {"example.com/a": "1"},
     "podLabels": {"team": "platform"},
     "nodeSelector": {"kubernetes.io/os": "linux"},
@@ -75,10 +78,20 @@ def test_lint_and_template(helm: Path, chart: str, all_on: bool, tmp_path: Path)
     lint = _run(helm, "lint", "--strict", str(ROOT / "charts" / chart), *extra)
     assert "0 chart(s) failed" in lint.stdout
     objects = _render(helm, chart, *extra)
-    optional = {"ServiceMonitor", "PodDisruptionBudget"}
+    optional = {"ServiceMonitor", "PodDisruptionBudget", "ConfigMap"}
     assert set(objects) == (BASE_KINDS | optional if all_on else BASE_KINDS)
     role = objects["Role"]
     assert role["metadata"]["namespace"] == ("kube-system" if all_on else "tatara-system")
+    if all_on:
+        dashboards = objects["ConfigMap"]
+        assert dashboards["metadata"]["namespace"] == "monitoring"
+        assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"  # a user label cannot switch it off
+        assert dashboards["metadata"]["labels"]["team"] == "x"
+        assert dashboards["metadata"]["annotations"] == {"grafana_folder": "tatara"}
+        shipped = sorted((ROOT / "charts" / chart / "dashboards").glob("*.json"))
+        assert sorted(dashboards["data"]) == [p.name for p in shipped]
+        for p in shipped:
+            assert json.loads(dashboards["data"][p.name]) == json.loads(p.read_text())
 
 
 @pytest.mark.parametrize("chart", CHARTS)
