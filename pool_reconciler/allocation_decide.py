@@ -331,7 +331,12 @@ def allocation_decide(obs: AllocationObserved) -> AllocationDecision:
         msg = f"no free member in pool {matched.metadata.name} within the spawn timeout ({limit}s)"
         return _phase(obs, AllocationPhase.FAILED, msg, "Warning", add_fin, None, reason="SpawnTimeout")
     msg = f"waiting for a free member of pool {matched.metadata.name}"
-    decision = _phase(obs, AllocationPhase.QUEUED, msg, "Normal", add_fin, beat, boundPool=_ref_wire(_ref(matched)))
+    # Wake up no later than the spawn timeout, even when it is shorter than the heartbeat.
+    requeue = beat
+    if created is not None:
+        requeue = max(min(beat, (created + obs.spawn_timeout - now).total_seconds()), 0.1)
+    decision = _phase(obs, AllocationPhase.QUEUED, msg, "Normal", add_fin, requeue,
+                      boundPool=_ref_wire(_ref(matched)))
     return decision
 
 

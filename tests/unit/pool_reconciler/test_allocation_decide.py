@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -388,3 +389,12 @@ def test_an_unchanged_queued_status_is_not_written_again() -> None:
     again = allocation_decide(observe(alloc(status=first.status["status"]), [pool()], []))
     assert again.status is None
     assert again.events == ()
+
+
+def test_a_queued_allocation_wakes_at_its_spawn_timeout_when_shorter_than_the_heartbeat() -> None:
+    obs = dataclasses.replace(observe(alloc(created=10), [pool()], []), spawn_timeout=timedelta(seconds=15),
+                              heartbeat_seconds=30.0)
+    d = allocation_decide(obs)
+    assert d.action == "Queued"
+    assert d.requeue_after == pytest.approx(5.0)
+    assert allocation_decide(observe(alloc(created=10), [pool()], [])).requeue_after == 30.0
