@@ -5,16 +5,28 @@ down past bound members, a restart mid-bind, the spawn timeout and one Bound tra
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
+from prometheus_client import CollectorRegistry
 
+from pool_reconciler.allocation_decide import bind_patch
+from pool_reconciler.app import build as build_pool
+from pool_reconciler.config import PoolReconcilerConfig
 from pool_reconciler.executor import JOBS
+from reconciler.app import build as build_process
+from reconciler.config import ReconcilerConfig
 from shared import annotations as ann
-from shared.api.codec import format_timestamp
-from shared.kube.client import EVENTS, KubeClient
+from shared.api.allocation import EphemeralAllocation
+from shared.api.codec import convert, format_timestamp
+from shared.api.process import Process
+from shared.kube.client import EVENTS, KubeClient, Resource, WatchEvent
+from shared.kube.manager import Manager
 from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from tests.integration.pool_reconciler.conftest import both_running
 from tests.integration.pool_reconciler.test_pool_allocation import (
@@ -29,6 +41,7 @@ from tests.integration.pool_reconciler.test_pool_allocation import (
     wait_phase,
     wait_pool_counts,
 )
+from tests.support.flux_standin import FluxStandIn
 from tests.support.kube import wait_for
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +82,7 @@ def allocated(all_members: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 async def bound_events(kc: KubeClient, ns: str) -> Counter[str]:
     items = msgspec.json.decode(await kc.list(EVENTS, ns))["items"]
-    return Counter((e.get("regarding") or e.get("involvedObject") or {}).get("name") for e in items
+    return Counter(str((e.get("regarding") or e.get("involvedObject") or {}).get("name")) for e in items
                    if e.get("reason") == "Bound")
 
 
@@ -229,3 +242,145 @@ async def test_scaling_down_never_removes_a_bound_member(kc: KubeClient, namespa
         await wait_for(one_left, timeout=TIMEOUT, what="one member left")
         (last,) = await members(kc, namespace, "shrink")
         assert bound_to(last, namespace, "b2")
+
+
+# ── 5. restart mid-bind ──────────────────────────────────────────────────────
+
+
+@asynccontextmanager
+async def process_side(kc: KubeClient, ns: str) -> AsyncIterator[None]:
+    """The Process reconciler and the Flux stand-in alone (the pool reconciler is started separately)."""
+    config = ReconcilerConfig(watch_namespace=ns, leader_elect=False, health_host="127.0.0.1", health_port=0,
+                              table_status_interval=0.2)
+    process = build_process(kc, config, registry=CollectorRegistry(), handle_signals=False)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(process.run)
+        tg.start_soon(FluxStandIn(kc, namespace=ns).run)
+        try:
+            yield
+        finally:
+            process.stop()
+            tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def pool_side(kc: KubeClient, ns: str) -> AsyncIterator[tuple[Manager, CollectorRegistry]]:
+    """One run of the pool reconciler (a fresh manager: a restart is leaving this and entering it again)."""
+    config = PoolReconcilerConfig(watch_namespace=ns, leader_elect=False, health_host="127.0.0.1", health_port=0)
+    registry = CollectorRegistry()
+    pool = build_pool(kc, config, registry=registry, handle_signals=False)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pool.run)
+        try:
+            yield pool, registry
+        finally:
+            pool.stop()
+            tg.cancel_scope.cancel()
+
+
+async def test_a_restart_mid_bind_loses_nothing_and_binds_once(kc: KubeClient, namespace: str) -> None:
+    async with process_side(kc, namespace):
+        async with pool_side(kc, namespace):
+            await kc.create(EPHEMERAL_POOLS, pool_doc("rs", 3), namespace)
+            await wait_free(kc, namespace, "rs", 3)
+
+        # Down: the claim of a bind was written, its status write was not (the crash point in between).
+        await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("m1", "rs", namespace), namespace)
+        alloc = convert(await read(kc, EPHEMERAL_ALLOCATIONS, "m1", namespace), EphemeralAllocation)
+        target = convert((await members(kc, namespace, "rs"))[1], Process)
+        now = datetime.now(UTC)
+        claim = bind_patch(alloc, target, now + timedelta(minutes=30), now)
+        await kc.merge_patch(PROCESSES, claim.name, claim.patch, namespace)
+
+        # Up again, with more allocations arriving while it binds; then down and up once more mid-burst.
+        async with pool_side(kc, namespace):
+            bound = await wait_phase(kc, namespace, "m1", "Bound")
+            assert bound["status"]["assignedProcess"]["name"] == claim.name
+            for name in ("m2", "m3"):
+                await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc(name, "rs", namespace), namespace)
+        async with pool_side(kc, namespace):
+            for name in ("m2", "m3"):
+                await wait_phase(kc, namespace, name, "Bound")
+            owners = allocated(await members(kc, namespace, "rs"))
+            assert owners == {n: owners[n] for n in ("m1", "m2", "m3")}
+            assert all(len(v) == 1 for v in owners.values()), owners
+            assert len({v[0] for v in owners.values()}) == 3
+            assert owners["m1"] == [claim.name]
+            for name in ("m1", "m2", "m3"):
+                got = await read(kc, EPHEMERAL_ALLOCATIONS, name, namespace)
+                assert got["status"]["assignedProcess"]["name"] == owners[name][0]
+
+
+# ── 6. spawn timeout ─────────────────────────────────────────────────────────
+
+
+async def test_an_allocation_that_cannot_bind_in_time_fails_with_a_reason(kc: KubeClient, namespace: str) -> None:
+    async with both_running(kc, namespace, spawn_timeout=timedelta(seconds=3)):
+        await kc.create(EPHEMERAL_POOLS, pool_doc("tiny", 1), namespace)
+        await wait_free(kc, namespace, "tiny", 1)
+        await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("t1", "tiny", namespace), namespace)
+        await wait_phase(kc, namespace, "t1", "Bound")
+        await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("t2", "tiny", namespace), namespace)
+        await wait_phase(kc, namespace, "t2", "Queued")
+        failed = await wait_phase(kc, namespace, "t2", "Failed")
+        assert "spawn timeout" in failed["status"]["message"]
+
+        async def timeout_event() -> bool:
+            items = msgspec.json.decode(await kc.list(EVENTS, namespace))["items"]
+            return any(e.get("reason") == "SpawnTimeout"
+                       and (e.get("regarding") or e.get("involvedObject") or {}).get("name") == "t2" for e in items)
+
+        await wait_for(timeout_event, timeout=TIMEOUT, what="a SpawnTimeout Event on t2")
+        # The bound one is untouched by the timeout.
+        assert (await phases(kc, namespace, ["t1"]))["t1"] == "Bound"
+
+
+# ── 7. one Bound transition per bind, under load ────────────────────────────
+
+
+class LaggingAllocationWatch(KubeClient):
+    """A client whose EphemeralAllocation watch delivers each event :data:`ALLOCATION_LAG` seconds late,
+    so the allocation cache still shows a just-bound allocation unbound while the member's claim is
+    already seen (the window of a second Bound write)."""
+
+    async def watch(self, resource: Resource, namespace: str | None = None, **options: Any
+                    ) -> AsyncIterator[WatchEvent]:
+        async for event in super().watch(resource, namespace, **options):
+            if resource == EPHEMERAL_ALLOCATIONS:
+                await anyio.sleep(ALLOCATION_LAG)  # simulated watch latency, not synchronisation
+            yield event
+
+
+ALLOCATION_LAG = 0.3
+
+
+def lagging(kc: KubeClient) -> KubeClient:
+    """``kc``'s session and credentials behind :class:`LaggingAllocationWatch` (closed with ``kc``)."""
+    client = LaggingAllocationWatch.__new__(LaggingAllocationWatch)
+    client.__dict__.update(kc.__dict__)
+    return client
+
+
+async def test_each_allocation_of_a_burst_is_written_bound_exactly_once(kc: KubeClient, namespace: str) -> None:
+    async with process_side(kc, namespace), pool_side(lagging(kc), namespace) as (manager, registry):
+        await kc.create(EPHEMERAL_POOLS, pool_doc("burst", 6), namespace)
+        await wait_free(kc, namespace, "burst", 6)
+        names = [f"x{i}" for i in range(6)]
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(kc.create, EPHEMERAL_ALLOCATIONS, allocation_doc(name, "burst", namespace), namespace)
+        for name in names:
+            await wait_phase(kc, namespace, name, "Bound")
+
+        async def idle() -> bool:
+            return manager.idle()
+
+        await wait_for(idle, timeout=TIMEOUT, what="the pool reconciler idle")
+        owners = allocated(await members(kc, namespace, "burst"))
+        assert sorted(owners) == names
+        assert len({v[0] for v in owners.values()}) == 6
+        assert all(len(v) == 1 for v in owners.values())
+        events = await bound_events(kc, namespace)
+        assert {n: events[n] for n in names} == dict.fromkeys(names, 1)
+        assert registry.get_sample_value("tatara_pool_binds_total", {"outcome": "bound"}) == 6
+        assert registry.get_sample_value("tatara_allocation_bind_seconds_count") == 6
