@@ -17,6 +17,7 @@ changes only on the 30 s heartbeat, both controllers watch secondary kinds:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -36,13 +37,16 @@ from pool_reconciler.executor import Executor
 from pool_reconciler.pool_decide import pool_decide
 from shared import annotations as ann
 from shared.api.allocation import EphemeralAllocation
+from shared.api.codec import decode_allocation
 from shared.api.meta import ObjectMeta
 from shared.api.pool import EphemeralPool
 from shared.api.process import Process
 from shared.group import GROUP
 from shared.kube.controller import Controller, Request, Result
+from shared.kube.errors import NotFound
 from shared.kube.informer import EventType, Informer
 from shared.kube.logcontext import log_context
+from shared.resources import EPHEMERAL_ALLOCATIONS
 
 __all__ = [
     "BY_NAMESPACE",
@@ -51,6 +55,7 @@ __all__ = [
     "JobObject",
     "PoolReconciler",
     "job_outcome",
+    "needs_live_read",
 ]
 
 log = logging.getLogger(__name__)
@@ -148,6 +153,16 @@ class PoolReconciler:
             return await self.executor.execute_pool(pool, decision)
 
 
+def needs_live_read(decision: AllocationDecision) -> bool:
+    """Whether ``decision`` would bind (claim a member, or adopt one already claimed for us).
+
+    A bind decided from a cached allocation that lags our own last write (its Bound status not yet
+    seen by the watch, while the member's claim already is) would write Bound a second time, or
+    even claim a second member: such decisions are re-checked against the live allocation first.
+    """
+    return decision.action == "Bind" and decision.status is not None
+
+
 def _waiting(allocation: EphemeralAllocation) -> bool:
     return allocation.phase.needs_pool_routing and allocation.metadata.deletion_timestamp is None
 
@@ -240,6 +255,22 @@ class AllocationReconciler:
         observed = self.observe(allocation)
         with log_context(phase=allocation.phase.value):
             decision = self.decide(observed)
+            if needs_live_read(decision):
+                live = await self._live(request)
+                if live is None:
+                    return Result.done()
+                if live.metadata.resource_version != allocation.metadata.resource_version:
+                    observed = dataclasses.replace(observed, allocation=live)
+                    decision = self.decide(observed)
+                allocation = live
             if decision.claim is not None or decision.status is not None:
                 log.info("allocation pass: %s", decision.action)
             return await self.executor.execute_allocation(allocation, decision, observed.now)
+
+    async def _live(self, request: Request) -> EphemeralAllocation | None:
+        """The allocation as the API server has it now (None: it is gone)."""
+        try:
+            raw = await self.executor.client.get(EPHEMERAL_ALLOCATIONS, request.name, request.namespace)
+        except NotFound:
+            return None
+        return decode_allocation(raw)
