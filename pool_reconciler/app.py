@@ -19,6 +19,7 @@ from pool_reconciler.metrics import PoolMetrics
 from shared.api.allocation import EphemeralAllocation
 from shared.api.pool import EphemeralPool
 from shared.api.process import Process
+from shared.group import key
 from shared.kube.client import KubeClient
 from shared.kube.events import EventRecorder
 from shared.kube.health import HealthServer
@@ -29,7 +30,7 @@ from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 
 __all__ = ["REPORTING_CONTROLLER", "build"]
 
-REPORTING_CONTROLLER = "tatara.pleme.io/tatara-pool-reconciler"
+REPORTING_CONTROLLER = key("tatara-pool-reconciler")
 """``reportingComponent`` of our Events."""
 
 

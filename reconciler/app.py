@@ -23,6 +23,7 @@ from reconciler.prefetch import Prefetcher
 from reconciler.render import RoutingConfig, render_children
 from reconciler.table import TableStatusWriter
 from shared.api.process import Process
+from shared.group import key
 from shared.kube.client import KubeClient
 from shared.kube.discovery import RESTMapper
 from shared.kube.events import EventRecorder
@@ -32,7 +33,7 @@ from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
 from shared.resources import PROCESSES
 
-REPORTING_CONTROLLER = "tatara.pleme.io/tatara-reconciler"
+REPORTING_CONTROLLER = key("tatara-reconciler")
 """``reportingComponent`` of our Events."""
 
 
