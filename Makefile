@@ -11,9 +11,9 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $@
 
-## run: start the local control plane (built on first use) and keep it up until Ctrl-C
+## run: the whole product locally (tatara up): control plane, CRDs, both reconcilers, Flux stand-in, examples/
 run: $(BIN)/.installed
-	$(BIN)/tatara local
+	$(BIN)/tatara up
 
 ## test: lint, type-check, then every test against a real local kube-apiserver + etcd
 test: $(BIN)/.installed control-plane lint

@@ -3,6 +3,8 @@
 Subcommands:
     local          start a local control plane (built on first use), print its
                    kubeconfig, and keep it running until Ctrl-C or SIGTERM.
+    up             the whole product locally: control plane, CRDs, both reconcilers, the Flux
+                   stand-in and ``examples/``, shown live until they settle; until Ctrl-C.
     ps             the PID tree of Processes (phase, age), like ``ps -ef --forest``.
     signal         validate a signal and write it as a Process's ``tatara.pleme.io/signal``.
     compile        tatara-lisp → Process YAML on stdout.
@@ -24,6 +26,7 @@ from types import FrameType
 from shared import __version__
 from shared.controlplane import BuildError, ControlPlaneError, LocalControlPlane, Toolchain
 from shared.opscli import add_subcommands
+from shared.up import add_subcommand as add_up
 
 
 def _cmd_build(_: argparse.Namespace) -> int:
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     local.add_argument("--exit-when-ready", action="store_true", help="stop again as soon as it is ready")
     local.set_defaults(func=_cmd_local)
     add_subcommands(sub)
+    add_up(sub)
     cp = sub.add_parser("control-plane", help="manage the local control-plane binaries")
     cp_sub = cp.add_subparsers(dest="action", required=True)
     cp_sub.add_parser("build", help="build kube-apiserver, kube-controller-manager, etcd if missing").set_defaults(

@@ -1,0 +1,54 @@
+"""``tatara up --exit-when-settled`` as a real subprocess: its own control plane, both reconcilers as
+subprocesses, the Flux stand-in, every example reaching the state it declares, and nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    result = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "up", "--exit-when-settled", "--timeout", "240",
+         "--reconciler-port", "18180", "--pool-port", "18181"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "Flux STAND-IN running: no real Flux runs locally" in result.stdout
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("SUMMARY ")]
+    summary = json.loads(line.removeprefix("SUMMARY "))
+    assert summary["settled"] is True
+    phases = {(e["kind"], e["name"]): e["phase"] for e in summary["examples"]}
+    assert phases == {
+        ("Process", "podinfo"): "Attested",
+        ("Process", "family"): "Attested",
+        ("Process", "family-web"): "Attested",
+        ("Process", "family-worker"): "Attested",
+        ("Process", "scratch"): "Gone",
+        ("EphemeralPool", "warm"): "Steady",
+        ("EphemeralAllocation", "ci-run-1"): "Bound",
+        ("Process", "closed-loop-attest"): "Running",
+        ("Process", "observability-stack"): "Forking",
+    }
+    pids = {e["name"]: e["pid"] for e in summary["examples"]}
+    assert pids["family-web"].startswith(pids["family"] + ".")
+    assert pids["family-worker"].startswith(pids["family"] + ".")
+    assert set(summary["metrics"]) == {"tatara-reconciler", "tatara-pool-reconciler"}
+    # Everything it started is gone: the plane's directory is removed with it.
+    assert not Path(summary["kubeconfig"]).exists()
+    assert not [cmd for cmd in _cmdlines() if "--health-addr=127.0.0.1:1818" in cmd], "a reconciler outlived up"
+
+
+def _cmdlines() -> list[str]:
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            out.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return out
