@@ -21,6 +21,7 @@ from shared.api.codec import decode, to_wire
 from shared.api.meta import ObjectMeta
 from shared.api.process import Process
 from shared.crds import render_all
+from shared.group import GROUP
 from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError, NotFound
 from shared.lisp import LispError, compile_ephemeral_source, compile_source
@@ -82,7 +83,7 @@ async def _signal(args: argparse.Namespace) -> int:
         except NotFound:
             print(f"tatara: Process {args.namespace}/{args.name} not found", file=sys.stderr)
             return 1
-    print(f"process.tatara.pleme.io/{args.name} signalled {written}")
+    print(f"process.{GROUP}/{args.name} signalled {written}")
     return 0
 
 
@@ -139,7 +140,7 @@ def add_subcommands(sub: Any) -> None:
     ps.add_argument("-n", "--namespace", default=None, help="one namespace (default: all)")
     ps.add_argument("--kubeconfig", default=None, help="kubeconfig (default $KUBECONFIG, ~/.kube/config)")
     ps.set_defaults(func=_run_async(_ps))
-    sig = sub.add_parser("signal", help="send a signal to a Process (tatara.pleme.io/signal annotation)")
+    sig = sub.add_parser("signal", help=f"send a signal to a Process ({SIGNAL} annotation)")
     sig.add_argument("name", help="Process name")
     sig.add_argument("signal", help="SIGHUP, SIGTERM, SIGKILL, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT (or HUP, …)")
     sig.add_argument("-n", "--namespace", default="default", help="namespace of the Process (default: default)")

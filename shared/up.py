@@ -30,14 +30,15 @@ import yaml
 from shared.controlplane import LocalControlPlane
 from shared.crds import all_crds
 from shared.fluxstandin import FluxStandIn
+from shared.group import GROUP
 from shared.kube.client import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, KubeClient, Resource
 from shared.kube.errors import ApiError, Conflict, NotFound
 from shared.ops import format_table
 from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 
-EXPECT = "examples.tatara.pleme.io/expect"
+EXPECT = f"examples.{GROUP}/expect"
 """Annotation of an example: the phase it settles in (``Gone`` for one that deletes itself)."""
-PARENT = "examples.tatara.pleme.io/parent"
+PARENT = f"examples.{GROUP}/parent"
 """Annotation of an example Process: the name of the Process whose PID becomes its ``spec.identity.parent``."""
 FIELD_MANAGER = "tatara-up"
 RECONCILER_PORT, POOL_PORT = 18080, 18081
