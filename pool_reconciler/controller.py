@@ -34,15 +34,15 @@ from pool_reconciler.decision import (
     PoolObserved,
 )
 from pool_reconciler.executor import Executor
-from pool_reconciler.pool_decide import pool_decide
+from pool_reconciler.pool_decide import member_state, pool_decide
 from shared import annotations as ann
 from shared.api.allocation import EphemeralAllocation
 from shared.api.codec import decode_allocation
 from shared.api.meta import ObjectMeta
-from shared.api.pool import EphemeralPool
+from shared.api.pool import EphemeralPool, MemberState
 from shared.api.process import Process
 from shared.group import GROUP
-from shared.kube.controller import Controller, Request, Result
+from shared.kube.controller import Controller, Request, Result, generation_or_metadata_changed
 from shared.kube.errors import NotFound
 from shared.kube.informer import EventType, Informer
 from shared.kube.logcontext import log_context
@@ -54,8 +54,10 @@ __all__ = [
     "AllocationReconciler",
     "JobObject",
     "PoolReconciler",
+    "could_be_bound",
     "job_outcome",
     "needs_live_read",
+    "waiting_set_changed",
 ]
 
 log = logging.getLogger(__name__)
@@ -163,14 +165,28 @@ def needs_live_read(decision: AllocationDecision) -> bool:
     return decision.action == "Bind" and decision.status is not None
 
 
+def could_be_bound(process: Process) -> bool:
+    """Whether ``process`` looks Free (what a waiting allocation could claim)."""
+    annotations = process.metadata.annotations
+    return (member_state(process) is MemberState.FREE and ann.ALLOCATION not in annotations
+            and ann.REQUESTOR not in annotations)
+
+
 def _waiting(allocation: EphemeralAllocation) -> bool:
     return allocation.phase.needs_pool_routing and allocation.metadata.deletion_timestamp is None
 
 
-def _phase_or_deletion_changed(event: EventType, old: Any, new: Any) -> bool:
-    if event is not EventType.MODIFIED or old is None:
+def waiting_set_changed(event: EventType, old: Any, new: Any) -> bool:
+    """Whether an allocation event can move the FIFO position of the allocations waiting behind it:
+    only an allocation leaving the waiting set (bound, failed, deleted) or joining it other than as
+    the newest (a waiting allocation created now sits behind every other). Pending → Queued, status
+    rewrites and a new allocation wake nobody: with a burst of N allocations the fan-out of every
+    phase change to every waiting allocation was N² reconciles."""
+    if event is EventType.DELETED:
         return True
-    return bool(old.phase is not new.phase or old.metadata.deletion_timestamp != new.metadata.deletion_timestamp)
+    if event is EventType.ADDED or old is None:
+        return not _waiting(new)
+    return _waiting(old) != _waiting(new)
 
 
 class AllocationReconciler:
@@ -204,8 +220,9 @@ class AllocationReconciler:
         self.controller: Controller[EphemeralAllocation] = Controller("allocation", allocations, self.reconcile,
                                                                       workers=workers)
         self.controller.watches(processes, self._for_member)
-        self.controller.watches(pools, self._for_pool)
-        self.controller.watches(allocations, self._behind, predicates=(_phase_or_deletion_changed,))
+        # Routing reads a pool's spec and deletion only: its status writes (one per bind) wake nobody.
+        self.controller.watches(pools, self._for_pool, predicates=(generation_or_metadata_changed,))
+        self.controller.watches(allocations, self._behind, predicates=(waiting_set_changed,))
 
     def _waiting_in(self, namespace: str) -> list[EphemeralAllocation]:
         return [a for a in self.allocations.by_index(BY_NAMESPACE, namespace) if _waiting(a)]
@@ -220,6 +237,8 @@ class AllocationReconciler:
         bound = process.metadata.annotations.get(ann.ALLOCATION)
         if bound:
             out.append(Request(ns, bound))
+        if not could_be_bound(process):
+            return out  # a member that is not free gives the waiting allocations nothing to bind
         pools = self.pools.by_index(BY_NAMESPACE, ns)
         for allocation in self._waiting_in(ns):
             routed = route(allocation, pools)

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
-from pool_reconciler.controller import AllocationReconciler, needs_live_read
+from pool_reconciler.controller import AllocationReconciler, could_be_bound, needs_live_read, waiting_set_changed
 from pool_reconciler.decision import AllocationDecision, MemberPatch
 from pool_reconciler.executor import Executor
 from pool_reconciler.metrics import PoolMetrics
@@ -101,3 +101,20 @@ async def test_an_up_to_date_cache_binds_as_decided() -> None:
     reconciler = _reconciler(client, cached, [member("m1")])
     await reconciler.reconcile(Request("pools", "alloc-1"))
     assert client.writes[:2] == [("patch", "processes/m1/None"), ("patch", "ephemeralallocations/alloc-1/status")]
+
+
+def test_only_leaving_the_waiting_set_wakes_the_allocations_behind() -> None:
+    pending, queued = alloc(), alloc(status={"phase": "Queued", "message": "waiting"})
+    bound = alloc(status={"phase": "Bound", "message": "bound"})
+    assert not waiting_set_changed(InformerEvent.ADDED, None, pending)  # the newest sits behind everyone
+    assert not waiting_set_changed(InformerEvent.MODIFIED, pending, queued)
+    assert not waiting_set_changed(InformerEvent.MODIFIED, queued, queued)
+    assert waiting_set_changed(InformerEvent.MODIFIED, queued, bound)
+    assert waiting_set_changed(InformerEvent.MODIFIED, queued, alloc(deleting=True))
+    assert waiting_set_changed(InformerEvent.DELETED, queued, queued)
+
+
+def test_only_a_free_looking_member_wakes_the_waiting_allocations() -> None:
+    assert could_be_bound(member("m1"))
+    assert not could_be_bound(member("m1", ephemeral=True, annotations={ann.ALLOCATION: "a"}))
+    assert not could_be_bound(member("m1", phase="Running"))
