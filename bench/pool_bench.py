@@ -108,7 +108,8 @@ async def bench(control_plane: LocalControlPlane, members: int, n: int) -> dict[
     pool_config = PoolReconcilerConfig(watch_namespace=NAMESPACE, leader_elect=False, health_host="127.0.0.1",
                                        health_port=0)
     process = build_process(client, process_config, registry=CollectorRegistry(), handle_signals=False)
-    pool = build_pool(client, pool_config, registry=CollectorRegistry(), handle_signals=False)
+    registry = CollectorRegistry()
+    pool = build_pool(client, pool_config, registry=registry, handle_signals=False)
     sent: dict[str, float] = {}
     bound_at: dict[str, float] = {}
     settled: set[str] = set()
@@ -174,9 +175,11 @@ async def bench(control_plane: LocalControlPlane, members: int, n: int) -> dict[
             tg.cancel_scope.cancel()
     finally:
         await client.close()
-    waits = [bound_at[a] - sent[a] for a in bound_at if a in sent]
+    slowest = [(a, bound_at[a] - sent[a]) for a in bound_at if a in sent]
+    waits = [w for _, w in slowest]
     return {"members": members, "n": n, "fill": fill, "created": created, "burst": burst, "waits": waits,
-            "bound": len(bound_at), "problems": problems}
+            "bound": len(bound_at), "problems": problems, "slowest": slowest,
+            "conflicts": registry.get_sample_value("tatara_pool_binds_total", {"outcome": "conflict"}) or 0}
 
 
 class _List(msgspec.Struct):
@@ -192,11 +195,14 @@ def report(r: dict[str, Any]) -> None:
         ("allocations Bound", f"{r['bound']}"),
         ("bind wait p50 (ms)", f"{1000 * statistics.median(r['waits'] or [0]):.0f}"),
         ("bind wait p99 (ms)", f"{1000 * percentile(r['waits'], 0.99):.0f}"),
+        ("claims lost to a conflict (409)", f"{r['conflicts']:.0f}"),
         ("double binds (checked)", f"{len(r['problems'])}"),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
+    slowest = sorted(r["slowest"], key=lambda x: -x[1])[:5]
+    print("slowest binds:", ", ".join(f"{name} {1000 * wait:.0f} ms" for name, wait in slowest))
     for problem in r["problems"][:20]:
         print("  !", problem)
 
