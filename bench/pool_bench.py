@@ -1,13 +1,18 @@
-"""Pool benchmark (issue 6 "Speed"): 500 allocations in a burst against a pool of 50 warm members.
+"""Pool reconciler benchmark (issue 6 "Speed"): a pool of M warm members, N allocations in a burst.
 
-Against a private local control plane (etcd + kube-apiserver), with the Process reconciler, the
-pool reconciler and the Flux stand-in running in this process (as the integration tests run them):
+Against a private local control plane (etcd + kube-apiserver, no controller-manager) with the
+tatara and Flux CRDs installed; the Process reconciler, the pool reconciler and the Flux stand-in
+run in this process (as in the integration tests), so figures include their shared CPU. Measured:
 
-1. a pool of 50 members fills; the clock starts when all 50 are free (Attested, permanent);
-2. 500 allocations are created in a burst (32 in flight);
-3. measured: seconds until every allocation is Bound or Queued; p50/p99 of (``status.allocatedAt``
-   − create request sent) for those that bound; and double binds — checked: two Bound allocations
-   naming one member, or a member whose ``allocation`` annotation names another allocation.
+- **fill**: pool created → M members Free (Attested, permanent, unbound);
+- **burst**: first allocation create sent → every allocation ``Bound`` or ``Queued`` (seen by a
+  watch here);
+- **bind wait**: for each allocation that binds, create sent → first watch event showing
+  ``Bound``; p50/p99;
+- **double binds, checked**: after the burst settles, every Bound allocation names a distinct
+  member, that member carries exactly that allocation's annotation, no member carries the
+  annotation of an allocation that is not Bound to it, and each allocation has at most one
+  ``Bound`` Event.
 
 Usage: ``.venv/bin/python -m bench.pool_bench [--members 50] [--allocations 500]``. Prints a table.
 """
@@ -19,7 +24,6 @@ import asyncio
 import statistics
 import time
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,119 +31,192 @@ import anyio
 import msgspec
 from prometheus_client import CollectorRegistry
 
+from bench.reconciler_bench import percentile
 from pool_reconciler.app import build as build_pool
 from pool_reconciler.config import PoolReconcilerConfig
 from reconciler.app import build as build_process
 from reconciler.config import ReconcilerConfig
 from shared import annotations as ann
+from shared.api.meta import ObjectMeta
 from shared.controlplane import LocalControlPlane
-from shared.kube.client import NAMESPACES, KubeClient, Resource
+from shared.kube.client import EVENTS, NAMESPACES, KubeClient
+from shared.kube.informer import Informer
 from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from tests.support.flux_standin import FluxStandIn
-from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
+from tests.support.kube import install_crds, load_yaml_docs, third_party_crds, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
-NS = "pool-bench"
+NAMESPACE = "poolbench"
+POOL = "warm"
 
 
-async def list_all(client: KubeClient, resource: Resource) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    token = None
-    while True:
-        page = msgspec.json.decode(await client.list(resource, NS, limit=1000, continue_=token))
-        items += page["items"]
-        token = page["metadata"].get("continue") or None
-        if not token:
-            return items
+class _Obj(msgspec.Struct):
+    metadata: ObjectMeta
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
 
 
-def is_free(member: dict[str, Any]) -> bool:
-    annotations = member["metadata"].get("annotations", {})
-    return (member.get("status", {}).get("phase") == "Attested" and "permanent" in member["spec"].get("lifetime", {})
-            and ann.ALLOCATION not in annotations)
+def pool_doc(members: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "tatara.pleme.io/v1alpha1", "kind": "EphemeralPool", "metadata": {"name": POOL},
+        "spec": {"desired": members, "desiredSize": members, "returnPolicy": "Keep", "maxAllocationTtl": "4h",
+                 "template": {"aplicacao": {"chartRef": "demo", "version": "1.0.0"}, "ttl": "1h"}},
+    }
 
 
-async def run(members: int, allocations: int) -> None:
-    with LocalControlPlane(controller_manager=False) as plane:
-        docs = [d for p in sorted((ROOT / "charts").glob("*/crds/*.yaml")) for d in load_yaml_docs(p)]
-        install_crds(plane.kubeconfig, [*docs, *third_party_crds()])
-        client = await KubeClient.from_kubeconfig(plane.kubeconfig)
-        await client.create(NAMESPACES, {"metadata": {"name": NS}})
-        process_config = ReconcilerConfig(watch_namespace=NS, leader_elect=False, health_host="127.0.0.1",
-                                          health_port=0, table_status_interval=2.0)
-        pool_config = PoolReconcilerConfig(watch_namespace=NS, leader_elect=False, health_host="127.0.0.1",
-                                           health_port=0)
-        process = build_process(client, process_config, registry=CollectorRegistry(), handle_signals=False)
-        pool = build_pool(client, pool_config, registry=CollectorRegistry(), handle_signals=False)
+def allocation_doc(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "tatara.pleme.io/v1alpha1", "kind": "EphemeralAllocation", "metadata": {"name": name},
+        "spec": {"poolRef": {"name": POOL, "namespace": NAMESPACE}, "requestor": {"kind": "manual"}, "ttl": "30m"},
+    }
+
+
+def _free(m: _Obj) -> bool:
+    return (m.status.get("phase") == "Attested" and "permanent" in (m.spec.get("lifetime") or {})
+            and ann.ALLOCATION not in m.metadata.annotations)
+
+
+def double_binds(allocations: list[_Obj], members: list[_Obj], events: Counter[str]) -> list[str]:
+    """Every violation of exclusive binding found (empty: none)."""
+    problems: list[str] = []
+    by_member = {m.metadata.name: m for m in members}
+    holders: Counter[str] = Counter()
+    for a in allocations:
+        name = a.metadata.name or ""
+        if a.status.get("phase") != "Bound":
+            continue
+        member = (a.status.get("assignedProcess") or {}).get("name", "")
+        holders[member] += 1
+        held = by_member.get(member)
+        if held is None or held.metadata.annotations.get(ann.ALLOCATION) != name:
+            problems.append(f"{name} Bound to {member}, which does not carry its annotation")
+    problems += [f"{m} assigned to {c} allocations" for m, c in holders.items() if c > 1]
+    bound = {a.metadata.name for a in allocations if a.status.get("phase") == "Bound"}
+    for m in members:
+        owner = m.metadata.annotations.get(ann.ALLOCATION)
+        if owner and owner not in bound:
+            problems.append(f"{m.metadata.name} carries {owner}, which is not Bound")
+    problems += [f"{a}: {c} Bound Events" for a, c in events.items() if c > 1]
+    return problems
+
+
+async def bench(control_plane: LocalControlPlane, members: int, n: int) -> dict[str, Any]:
+    client = await KubeClient.from_kubeconfig(control_plane.kubeconfig)
+    await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+    process_config = ReconcilerConfig(watch_namespace=NAMESPACE, leader_elect=False, health_host="127.0.0.1",
+                                      health_port=0)
+    pool_config = PoolReconcilerConfig(watch_namespace=NAMESPACE, leader_elect=False, health_host="127.0.0.1",
+                                       health_port=0)
+    process = build_process(client, process_config, registry=CollectorRegistry(), handle_signals=False)
+    registry = CollectorRegistry()
+    pool = build_pool(client, pool_config, registry=registry, handle_signals=False)
+    sent: dict[str, float] = {}
+    bound_at: dict[str, float] = {}
+    settled: set[str] = set()
+    all_settled = anyio.Event()
+    filled = anyio.Event()
+
+    def on_allocation(_type: Any, _old: _Obj | None, new: _Obj) -> None:
+        name = new.metadata.name or ""
+        phase = new.status.get("phase")
+        if phase == "Bound" and name not in bound_at:
+            bound_at[name] = time.monotonic()
+        if phase in ("Bound", "Queued"):
+            settled.add(name)
+            if len(settled) >= n:
+                all_settled.set()
+
+    allocations: Informer[_Obj] = Informer(client, EPHEMERAL_ALLOCATIONS, _Obj, namespace=NAMESPACE)
+    processes: Informer[_Obj] = Informer(client, PROCESSES, _Obj, namespace=NAMESPACE)
+    allocations.add_handler(on_allocation)
+
+    def on_member(_type: Any, _old: _Obj | None, _new: _Obj) -> None:
+        if sum(1 for m in processes.objects() if _free(m)) >= members:
+            filled.set()
+
+    processes.add_handler(on_member)
+    try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(process.run)
-            tg.start_soon(pool.run)
-            tg.start_soon(FluxStandIn(client, namespace=NS).run)
-            fill_started = time.monotonic()
-            await client.create(EPHEMERAL_POOLS, {
-                "apiVersion": "tatara.pleme.io/v1alpha1", "kind": "EphemeralPool", "metadata": {"name": "warm"},
-                "spec": {"desiredSize": members, "desired": members, "returnPolicy": "Keep",
-                         "maxAllocationTtl": "4h",
-                         "template": {"aplicacao": {"chartRef": "demo", "version": "1.0.0"}, "ttl": "1h"}},
-            }, NS)
-            while sum(is_free(m) for m in await list_all(client, PROCESSES)) < members:  # noqa: ASYNC110
-                await asyncio.sleep(0.5)
-            fill_seconds = time.monotonic() - fill_started
-
-            sent: dict[str, float] = {}
-            sem = asyncio.Semaphore(32)
+            for run in (process.run, pool.run, allocations.run, processes.run,
+                        FluxStandIn(client, namespace=NAMESPACE).run):
+                tg.start_soon(run)
+            t0 = time.monotonic()
+            await client.create(EPHEMERAL_POOLS, pool_doc(members), NAMESPACE)
+            await filled.wait()
+            fill = time.monotonic() - t0
+            limiter = anyio.CapacityLimiter(16)
 
             async def create(i: int) -> None:
-                async with sem:
-                    name = f"a-{i:04d}"
-                    sent[name] = time.time()
-                    await client.create(EPHEMERAL_ALLOCATIONS, {
-                        "apiVersion": "tatara.pleme.io/v1alpha1", "kind": "EphemeralAllocation",
-                        "metadata": {"name": name},
-                        "spec": {"poolRef": {"name": "warm", "namespace": NS}, "requestor": {"kind": "manual"},
-                                 "ttl": "30m"},
-                    }, NS)
+                name = f"a{i:05d}"
+                async with limiter:
+                    sent[name] = time.monotonic()
+                    await client.create(EPHEMERAL_ALLOCATIONS, allocation_doc(name), NAMESPACE)
 
-            burst_started = time.monotonic()
-            await asyncio.gather(*(create(i) for i in range(allocations)))
-            while True:
-                items = await list_all(client, EPHEMERAL_ALLOCATIONS)
-                phases = Counter(a.get("status", {}).get("phase") for a in items)
-                if phases["Bound"] + phases["Queued"] == allocations:
-                    break
-                await asyncio.sleep(0.25)
-            settle_seconds = time.monotonic() - burst_started
+            start = time.monotonic()
+            async with anyio.create_task_group() as creators:
+                for i in range(n):
+                    creators.start_soon(create, i)
+            created = time.monotonic() - start
+            await all_settled.wait()
+            burst = time.monotonic() - start
 
-            bound = [a for a in items if a["status"]["phase"] == "Bound"]
-            waits = sorted(
-                (datetime.fromisoformat(a["status"]["allocatedAt"].replace("Z", "+00:00")).timestamp()
-                 - sent[a["metadata"]["name"]]) * 1000 for a in bound)
-            assigned = Counter(a["status"]["assignedProcess"]["name"] for a in bound)
-            member_owner = {m["metadata"]["name"]: m["metadata"].get("annotations", {}).get(ann.ALLOCATION)
-                            for m in await list_all(client, PROCESSES)}
-            double = sum(n - 1 for n in assigned.values() if n > 1) + sum(
-                1 for a in bound
-                if (member_owner.get(a["status"]["assignedProcess"]["name"]) or "").rpartition("/")[2]
-                != a["metadata"]["name"])
+            async def idle() -> bool:
+                return process.idle() and pool.idle()
+
+            await wait_for(idle, timeout=120.0, what="both reconcilers idle")  # settle before the check
+            listed_a = msgspec.json.decode(await client.list(EPHEMERAL_ALLOCATIONS, NAMESPACE), type=_List)
+            listed_m = msgspec.json.decode(await client.list(PROCESSES, NAMESPACE), type=_List)
+            items = msgspec.json.decode(await client.list(EVENTS, NAMESPACE))["items"]
+            events = Counter(str((e.get("regarding") or e.get("involvedObject") or {}).get("name"))
+                             for e in items if e.get("reason") == "Bound")
+            problems = double_binds(listed_a.items, listed_m.items, events)
             pool.stop()
             process.stop()
             tg.cancel_scope.cancel()
+    finally:
         await client.close()
+    slowest = [(a, bound_at[a] - sent[a]) for a in bound_at if a in sent]
+    waits = [w for _, w in slowest]
+    return {"members": members, "n": n, "fill": fill, "created": created, "burst": burst, "waits": waits,
+            "bound": len(bound_at), "problems": problems, "slowest": slowest,
+            "conflicts": registry.get_sample_value("tatara_pool_binds_total", {"outcome": "conflict"}) or 0}
 
-    print(f"pool of {members} filled in {fill_seconds:.1f} s")
-    print(f"{'allocations':>11} {'bound':>6} {'queued':>7} {'settle s':>9} {'wait p50 ms':>12} {'wait p99 ms':>12} "
-          f"{'double binds':>13}")
-    p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))] if waits else 0.0
-    print(f"{allocations:11d} {len(bound):6d} {phases['Queued']:7d} {settle_seconds:9.1f} "
-          f"{statistics.median(waits) if waits else 0.0:12.0f} {p99:12.0f} {double:13d}")
+
+class _List(msgspec.Struct):
+    items: list[_Obj]
+
+
+def report(r: dict[str, Any]) -> None:
+    rows = [
+        ("members / allocations", f"{r['members']} / {r['n']}"),
+        ("pool fill to all Free (s)", f"{r['fill']:.1f}"),
+        ("creates sent (s)", f"{r['created']:.1f}"),
+        ("burst: all Bound or Queued (s)", f"{r['burst']:.1f}"),
+        ("allocations Bound", f"{r['bound']}"),
+        ("bind wait p50 (ms)", f"{1000 * statistics.median(r['waits'] or [0]):.0f}"),
+        ("bind wait p99 (ms)", f"{1000 * percentile(r['waits'], 0.99):.0f}"),
+        ("claims lost to a conflict (409)", f"{r['conflicts']:.0f}"),
+        ("double binds (checked)", f"{len(r['problems'])}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    slowest = sorted(r["slowest"], key=lambda x: -x[1])[:5]
+    print("slowest binds:", ", ".join(f"{name} {1000 * wait:.0f} ms" for name, wait in slowest))
+    for problem in r["problems"][:20]:
+        print("  !", problem)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--members", type=int, default=50)
     parser.add_argument("--allocations", type=int, default=500)
     args = parser.parse_args()
-    asyncio.run(run(args.members, args.allocations))
+    with LocalControlPlane(controller_manager=False) as control_plane:
+        tatara = [doc for path in sorted((ROOT / "charts").glob("*/crds/*.yaml")) for doc in load_yaml_docs(path)]
+        install_crds(control_plane.kubeconfig, [*tatara, *third_party_crds()])
+        result = asyncio.run(bench(control_plane, args.members, args.allocations))
+    report(result)
 
 
 if __name__ == "__main__":
