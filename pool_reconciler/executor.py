@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any, Final
+
+import msgspec
 
 from pool_reconciler.decision import AllocationDecision, Event, MemberPatch, PoolDecision
 from pool_reconciler.metrics import PoolMetrics
@@ -45,6 +48,19 @@ RETRY_AFTER_CONFLICT: Final = 0.05
 """Seconds before re-deciding after a lost guarded member patch: long enough for the watch to
 deliver the winner's write into the cache, short enough that the loser queues or binds at once."""
 
+_VERSION_MEMORY: Final = 4096
+"""Member patches remembered (by namespace, name, reason) to tell a stored change from a no-op."""
+
+
+class _VersionedMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    uid: str = ""
+
+
+class _Versioned(msgspec.Struct):
+    metadata: _VersionedMeta = msgspec.field(default_factory=_VersionedMeta)
+
+
 _RETURN_OUTCOMES: Final = {"ReturnKeep": "keep", "ReturnReset": "reset", "ReturnReplace": "replace"}
 
 
@@ -61,11 +77,34 @@ class Executor:
         self.client = client
         self.recorder = recorder
         self.metrics = metrics
+        self._changed = False
+        self._last_versions: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+        self._replaced: OrderedDict[str, None] = OrderedDict()  # member UIDs whose Replace was counted
 
     async def _member_patch(self, ns: str, patch: MemberPatch) -> bool:
-        """Write one member patch; False when it lost its resourceVersion guard (409) or the member is gone."""
+        """Write one member patch; False when it lost its resourceVersion guard (409) or the member is gone.
+
+        Sets :attr:`_changed` to whether the API server stored a change: a merge patch that changes
+        nothing leaves the resourceVersion as it was (a pass repeated on a lagging cache).
+        """
+        self._changed = False
         try:
-            await self.client.merge_patch(PROCESSES, patch.name, patch.patch, ns)
+            raw = await self.client.merge_patch(PROCESSES, patch.name, patch.patch, ns)
+            meta = msgspec.json.decode(raw, type=_Versioned).metadata
+            version = meta.resourceVersion
+            key = (ns, patch.name, patch.reason)
+            self._changed = self._last_versions.get(key) != version
+            if patch.reason == "ReturnReplace":
+                # a member is replaced once in its life: a SIGTERM re-sent while the Process reconciler
+                # is between stripping the signal and writing Exiting is the same return
+                self._changed = meta.uid not in self._replaced
+                self._replaced[meta.uid] = None
+                while len(self._replaced) > _VERSION_MEMORY:
+                    self._replaced.popitem(last=False)
+            self._last_versions[key] = version
+            self._last_versions.move_to_end(key)
+            while len(self._last_versions) > _VERSION_MEMORY:
+                self._last_versions.popitem(last=False)
         except Conflict:
             log.info("member %s/%s changed since observed (%s); deciding again", ns, patch.name, patch.reason)
             return False
@@ -95,7 +134,7 @@ class Executor:
         for patch in decision.patch:
             if await self._member_patch(ns, patch):
                 outcome = _RETURN_OUTCOMES.get(patch.reason)
-                if outcome is not None:
+                if outcome is not None and self._changed:  # count each return once, not per repeated pass
                     self.metrics.releases.labels(outcome).inc()
             else:
                 lost = True
