@@ -11,27 +11,11 @@ import msgspec
 import pytest
 
 from shared.controlplane import LocalControlPlane
-from shared.crds import tatara_crds
 from shared.kube.client import KubeClient
 from shared.kube.patch import patch_status
 from shared.resources import PROCESSES
-from tests.support.kube import install_crds
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def tatara_crds_installed(control_plane: LocalControlPlane) -> None:
-    install_crds(control_plane.kubeconfig, tatara_crds())
-
-
-@pytest.fixture
-async def kc(control_plane: LocalControlPlane, tatara_crds_installed: None) -> Any:
-    client = await KubeClient.from_kubeconfig(control_plane.kubeconfig)
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 def process(name: str, parent: str | None = None) -> dict[str, Any]:

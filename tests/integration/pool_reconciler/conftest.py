@@ -8,38 +8,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 import anyio
-import pytest
 from prometheus_client import CollectorRegistry
 
 from pool_reconciler.app import build as build_pool
 from pool_reconciler.config import PoolReconcilerConfig
 from reconciler.app import build as build_process
 from reconciler.config import ReconcilerConfig
-from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient
 from shared.kube.manager import Manager
 from tests.support.flux_standin import FluxStandIn
-from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
-
-CHARTS = Path(__file__).resolve().parents[3] / "charts"
-
-
-@pytest.fixture(scope="session")
-def crds_installed(control_plane: LocalControlPlane) -> None:
-    tatara = [doc for path in sorted(CHARTS.glob("*/crds/*.yaml")) for doc in load_yaml_docs(path)]
-    install_crds(control_plane.kubeconfig, [*tatara, *third_party_crds()])
-
-
-@pytest.fixture
-async def kc(control_plane: LocalControlPlane, crds_installed: None) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.from_kubeconfig(control_plane.kubeconfig)
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 @dataclass

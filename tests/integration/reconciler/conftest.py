@@ -1,41 +1,22 @@
-"""Fixtures: the tatara + Flux CRDs installed, and the reconciler running in-process with a Flux stand-in."""
+"""Fixtures: the reconciler running in-process with a Flux stand-in.
+
+The CRDs and the `kc` client come from tests/integration/conftest.py.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from prometheus_client import CollectorRegistry
 
 from reconciler.app import build
 from reconciler.config import ReconcilerConfig
-from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient, Resource
 from shared.kube.manager import Manager
 from tests.support.flux_standin import FluxStandIn
-from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
-
-CHARTS = Path(__file__).resolve().parents[3] / "charts"
-
-
-@pytest.fixture(scope="session")
-def crds_installed(control_plane: LocalControlPlane) -> None:
-    tatara = [doc for path in sorted(CHARTS.glob("*/crds/*.yaml")) for doc in load_yaml_docs(path)]
-    install_crds(control_plane.kubeconfig, [*tatara, *third_party_crds()])
-
-
-@pytest.fixture
-async def kc(control_plane: LocalControlPlane, crds_installed: None) -> AsyncIterator[KubeClient]:
-    client = await KubeClient.from_kubeconfig(control_plane.kubeconfig)
-    try:
-        yield client
-    finally:
-        await client.close()
-
 
 Verdict = Callable[[Resource, dict[str, Any]], str | None]
 
