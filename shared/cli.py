@@ -19,7 +19,6 @@ import argparse
 import logging
 import signal
 import sys
-import threading
 import time
 from types import FrameType
 
@@ -39,14 +38,19 @@ def _cmd_build(_: argparse.Namespace) -> int:
     return 0
 
 
+class _Stop(Exception):
+    """Raised in the main thread by the SIGTERM / SIGINT handler of ``tatara local``."""
+
+
+def _raise_stop(signum: int, _: FrameType | None) -> None:
+    # Raising is the one thing a Python signal handler can do safely at any point; setting a
+    # threading.Event from it can deadlock when the signal lands inside Event.wait's own lock.
+    raise _Stop(signal.Signals(signum).name)
+
+
 def _cmd_local(args: argparse.Namespace) -> int:
-    stop = threading.Event()
-
-    def on_signal(signum: int, _: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
     plane = LocalControlPlane(controller_manager=not args.no_controller_manager)
     started = time.monotonic()
     try:
@@ -56,9 +60,14 @@ def _cmd_local(args: argparse.Namespace) -> int:
         if args.exit_when_ready:
             return 0
         print("Ctrl-C stops it and removes its files.", flush=True)
-        stop.wait()
+        while True:
+            time.sleep(3600)
+    except _Stop:
         return 0
     finally:
+        # a second signal must not interrupt the clean-up
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         plane.stop()
 
 
