@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from shared.controlplane import LocalControlPlane, Toolchain
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+Starter = Callable[[], tuple[subprocess.Popen[str], Path]]
 
 
 def processes_under(directory: Path) -> dict[int, str]:
@@ -41,26 +44,43 @@ def wait_until(predicate: object, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def start_local(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
-    """Run `tatara local` with its temp dirs under ``tmp_path``; return it and its kubeconfig path."""
-    Toolchain.default().ensure_built()
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "local"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        text=True, env=env,
-    )
-    assert proc.stdout is not None
-    kubeconfig = None
-    for line in proc.stdout:
-        if match := re.match(r"export KUBECONFIG=(\S+)", line):
-            kubeconfig = Path(match.group(1))
-            break
-    assert kubeconfig is not None, f"`tatara local` exited with {proc.wait()} before becoming ready"
-    return proc, kubeconfig
+@pytest.fixture
+def start_local(tmp_path: Path) -> Iterator[Callable[[], tuple[subprocess.Popen[str], Path]]]:
+    """Starts `tatara local` with its temp dirs under ``tmp_path``; returns it and its kubeconfig path.
+
+    Whatever a failing test leaves behind (the CLI, its components) is killed at teardown.
+    """
+    started: list[subprocess.Popen[str]] = []
+
+    def start() -> tuple[subprocess.Popen[str], Path]:
+        Toolchain.default().ensure_built()
+        env = {**os.environ, "TMPDIR": str(tmp_path)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shared.cli", "local"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, env=env,
+        )
+        started.append(proc)
+        assert proc.stdout is not None
+        kubeconfig = None
+        for line in proc.stdout:
+            if match := re.match(r"export KUBECONFIG=(\S+)", line):
+                kubeconfig = Path(match.group(1))
+                break
+        assert kubeconfig is not None, f"`tatara local` exited with {proc.wait()} before becoming ready"
+        return proc, kubeconfig
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for pid in processes_under(tmp_path):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
-def test_ctrl_c_stops_every_component_and_removes_the_temp_dir(tmp_path: Path) -> None:
-    proc, kubeconfig = start_local(tmp_path)
+def test_ctrl_c_stops_every_component_and_removes_the_temp_dir(start_local: Starter) -> None:
+    proc, kubeconfig = start_local()
     plane_dir = kubeconfig.parent
     assert sorted(processes_under(plane_dir).values()) == sorted(BINARIES)
 
@@ -70,8 +90,8 @@ def test_ctrl_c_stops_every_component_and_removes_the_temp_dir(tmp_path: Path) -
     assert not plane_dir.exists()
 
 
-def test_components_die_with_a_killed_parent(tmp_path: Path) -> None:
-    proc, kubeconfig = start_local(tmp_path)
+def test_components_die_with_a_killed_parent(start_local: Starter) -> None:
+    proc, kubeconfig = start_local()
     plane_dir = kubeconfig.parent
     assert len(processes_under(plane_dir)) == 3
 
@@ -93,8 +113,8 @@ def test_stop_is_idempotent_and_start_can_follow(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM], ids=["SIGTERM from a supervisor"])
-def test_sigterm_stops_cleanly_too(tmp_path: Path, signum: int) -> None:
-    proc, kubeconfig = start_local(tmp_path)
+def test_sigterm_stops_cleanly_too(start_local: Starter, signum: int) -> None:
+    proc, kubeconfig = start_local()
     proc.send_signal(signum)
     assert proc.wait(timeout=60) == 0
     assert processes_under(kubeconfig.parent) == {}
