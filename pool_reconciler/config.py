@@ -14,15 +14,14 @@ Invalid values exit with status 2 and a message naming the flag or variable (spe
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Final, NoReturn
+from typing import Final
 
 from pool_reconciler.pool_decide import DEFAULT_RESET_IMAGE
-from shared.duration import DurationError, parse_duration
+from shared import flags
+from shared.flags import LOG_LEVELS, PYTHON_LEVELS, ConfigError, Option
 from shared.kube.leader import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,
@@ -33,16 +32,6 @@ from shared.kube.leader import (
 __all__ = ["LOG_LEVELS", "ConfigError", "PoolReconcilerConfig", "build_parser", "parse_config", "parse_or_exit"]
 
 PROG: Final = "tatara-pool-reconciler"
-
-LOG_LEVELS: Final = ("trace", "debug", "info", "warn", "warning", "error")
-"""Accepted ``--log-level`` values (``trace`` = debug; ``warn`` = warning)."""
-
-_PYTHON_LEVELS: Final = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
-                         "warn": logging.WARNING, "warning": logging.WARNING, "error": logging.ERROR}
-
-
-class ConfigError(ValueError):
-    """An invalid flag or environment value; the text names it."""
 
 
 @dataclass(frozen=True)
@@ -83,142 +72,51 @@ class PoolReconcilerConfig:
     @property
     def python_log_level(self) -> int:
         """``log_level`` as a :mod:`logging` level number."""
-        return _PYTHON_LEVELS[self.log_level]
-
-
-# ── value parsers (each raises ValueError with a short reason) ──────────────
-
-
-def _text(value: str) -> str:
-    return value
-
-
-def _unsigned(value: str) -> int:
-    if not value.strip().isdigit():
-        raise ValueError(f"expected an unsigned integer, got {value!r}")
-    return int(value)
-
-
-def _positive(value: str) -> int:
-    number = _unsigned(value)
-    if number < 1:
-        raise ValueError(f"expected a positive integer, got {value!r}")
-    return number
-
-
-def _seconds(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ValueError(f"expected seconds (a number), got {value!r}") from None
-    if not seconds > 0 or seconds == float("inf"):
-        raise ValueError(f"expected a positive number of seconds, got {value!r}")
-    return seconds
-
-
-def _duration(value: str) -> timedelta:
-    try:
-        parsed = parse_duration(value)
-    except DurationError as err:
-        raise ValueError(f"expected a duration such as 10m or 1h 30m, got {value!r} ({err})") from None
-    if parsed <= timedelta(0):
-        raise ValueError(f"expected a positive duration, got {value!r}")
-    return parsed
-
-
-def _bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {value!r}")
-
-
-def _socket_addr(value: str) -> tuple[str, int]:
-    """``IP:port`` (``[v6]:port`` for IPv6); host names are refused."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected IP:port, got {value!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        kind: Any = ipaddress.IPv6Address
-    else:
-        kind = ipaddress.IPv4Address
-    try:
-        kind(host)
-    except ValueError:
-        raise ValueError(f"expected IP:port with a literal IP address, got {value!r}") from None
-    return host, int(port)
-
-
-def _log_level(value: str) -> str:
-    lowered = value.strip().lower()
-    if lowered not in LOG_LEVELS:
-        raise ValueError(f"expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
-    return lowered
+        return PYTHON_LEVELS[self.log_level]
 
 
 # ── the flag table ───────────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True)
-class _Option:
-    flag: str
-    env: str
-    default: str
-    parse: Callable[[str], Any]
-    help: str
-    metavar: str = "VALUE"
-
-
 _OPTIONS: Final = (
-    _Option("--controller-namespace", "TATARA_POOL_NAMESPACE", "tatara-pool-system", _text,
+    Option("--controller-namespace", "TATARA_POOL_NAMESPACE", "tatara-pool-system", flags.text,
             "Namespace the controller runs in; default namespace of the leader-election Lease.", "NAMESPACE"),
-    _Option("--heartbeat-seconds", "TATARA_POOL_HEARTBEAT_SECONDS", "30", _positive,
+    Option("--heartbeat-seconds", "TATARA_POOL_HEARTBEAT_SECONDS", "30", flags.positive,
             "Requeue delay in seconds after a pool or allocation pass.", "SECONDS"),
-    _Option("--spawn-timeout", "TATARA_POOL_SPAWN_TIMEOUT", "10m", _duration,
+    Option("--spawn-timeout", "TATARA_POOL_SPAWN_TIMEOUT", "10m", flags.duration,
             "How long an allocation may wait for a free member before it is Failed (e.g. 10m).", "DURATION"),
-    _Option("--watch-namespace", "TATARA_POOL_WATCH_NAMESPACE", "", _text,
+    Option("--watch-namespace", "TATARA_POOL_WATCH_NAMESPACE", "", flags.text,
             "Namespace whose pools, allocations and Processes are reconciled; empty watches all.", "NAMESPACE"),
-    _Option("--health-addr", "TATARA_POOL_HEALTH_ADDR", "0.0.0.0:8081", _socket_addr,
+    Option("--health-addr", "TATARA_POOL_HEALTH_ADDR", "0.0.0.0:8081", flags.socket_addr,
             "IP:port serving /healthz, /readyz and /metrics (a literal IP, no host names).", "IP:PORT"),
-    _Option("--reset-image", "TATARA_POOL_RESET_IMAGE", DEFAULT_RESET_IMAGE, _text,
+    Option("--reset-image", "TATARA_POOL_RESET_IMAGE", DEFAULT_RESET_IMAGE, flags.text,
             "Container image of the Reset return policy's Job.", "IMAGE"),
-    _Option("--workers", "TATARA_POOL_WORKERS", "4", _positive,
+    Option("--workers", "TATARA_POOL_WORKERS", "4", flags.positive,
             "Concurrent reconciles per controller.", "N"),
-    _Option("--leader-elect", "TATARA_POOL_LEADER_ELECT", "true", _bool,
+    Option("--leader-elect", "TATARA_POOL_LEADER_ELECT", "true", flags.boolean,
             "Run controllers only while holding the leader-election Lease (true/false).", "BOOL"),
-    _Option("--leader-election-lease-name", "TATARA_POOL_LEADER_ELECTION_LEASE_NAME", "tatara-pool-reconciler",
-            _text, "Name of the coordination.k8s.io/v1 Lease.", "NAME"),
-    _Option("--leader-election-namespace", "TATARA_POOL_LEADER_ELECTION_NAMESPACE", "", _text,
+    Option("--leader-election-lease-name", "TATARA_POOL_LEADER_ELECTION_LEASE_NAME", "tatara-pool-reconciler",
+            flags.text, "Name of the coordination.k8s.io/v1 Lease.", "NAME"),
+    Option("--leader-election-namespace", "TATARA_POOL_LEADER_ELECTION_NAMESPACE", "", flags.text,
             "Namespace of the Lease; empty uses --controller-namespace.", "NAMESPACE"),
-    _Option("--leader-election-lease-duration", "TATARA_POOL_LEADER_ELECTION_LEASE_DURATION",
-            f"{DEFAULT_LEASE_DURATION:g}", _seconds,
+    Option("--leader-election-lease-duration", "TATARA_POOL_LEADER_ELECTION_LEASE_DURATION",
+            f"{DEFAULT_LEASE_DURATION:g}", flags.seconds,
             "Seconds a standby waits after the last renewal before taking the Lease over.", "SECONDS"),
-    _Option("--leader-election-renew-deadline", "TATARA_POOL_LEADER_ELECTION_RENEW_DEADLINE",
-            f"{DEFAULT_RENEW_DEADLINE:g}", _seconds,
+    Option("--leader-election-renew-deadline", "TATARA_POOL_LEADER_ELECTION_RENEW_DEADLINE",
+            f"{DEFAULT_RENEW_DEADLINE:g}", flags.seconds,
             "Seconds the leader keeps retrying a renewal before it stops leading.", "SECONDS"),
-    _Option("--leader-election-retry-period", "TATARA_POOL_LEADER_ELECTION_RETRY_PERIOD",
-            f"{DEFAULT_RETRY_PERIOD:g}", _seconds,
+    Option("--leader-election-retry-period", "TATARA_POOL_LEADER_ELECTION_RETRY_PERIOD",
+            f"{DEFAULT_RETRY_PERIOD:g}", flags.seconds,
             "Seconds between acquire / renew attempts.", "SECONDS"),
-    _Option("--log-level", "TATARA_POOL_LOG_LEVEL", "info", _log_level,
+    Option("--log-level", "TATARA_POOL_LOG_LEVEL", "info", flags.log_level,
             f"Log level: {', '.join(LOG_LEVELS)}.", "LEVEL"),
 )
 
 
-def _dest(option: _Option) -> str:
-    return option.flag.removeprefix("--").replace("-", "_")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``tatara-pool-reconciler`` argument parser; ``--help`` shows each variable and default."""
-    parser = _Parser(
+    return flags.build_parser(
+        _OPTIONS,
         prog=PROG,
         description="The EphemeralPool and EphemeralAllocation controllers of tatara. Each flag falls back "
                     "to its environment variable, then to its default.",
@@ -226,24 +124,6 @@ def build_parser() -> argparse.ArgumentParser:
                "is given. KUBECONFIG or the in-cluster service account configure the API client. "
                "--version prints the version.",
     )
-    for option in _OPTIONS:
-        shown = f'"{option.default}"' if option.default else '""'
-        parser.add_argument(option.flag, dest=_dest(option), metavar=option.metavar, default=None,
-                            help=f"{option.help} [env {option.env}; default {shown}]")
-    return parser
-
-
-def _resolve(option: _Option, flag_value: str | None, environ: Mapping[str, str]) -> Any:
-    if flag_value is not None:
-        raw, source = flag_value, option.flag
-    elif option.env in environ:
-        raw, source = environ[option.env], option.env
-    else:
-        raw, source = option.default, f"default of {option.flag}"
-    try:
-        return option.parse(raw)
-    except ValueError as err:
-        raise ConfigError(f"{source}: {err}") from None
 
 
 def parse_config(argv: Sequence[str] | None = None,
@@ -255,13 +135,7 @@ def parse_config(argv: Sequence[str] | None = None,
             variable), or inconsistent Lease durations.
     """
     environ = {} if environ is None else environ
-    namespace = build_parser().parse_args(list(argv or []))
-    values = {_dest(o): _resolve(o, getattr(namespace, _dest(o)), environ) for o in _OPTIONS}
-    if namespace.log_level is None and "TATARA_POOL_LOG_LEVEL" not in environ and "RUST_LOG" in environ:
-        try:
-            values["log_level"] = _log_level(environ["RUST_LOG"])
-        except ValueError:
-            values["log_level"] = "info"  # §3.2: an unset or invalid RUST_LOG gives info
+    values = flags.resolve_all(_OPTIONS, build_parser(), argv, environ, log_level_env="TATARA_POOL_LOG_LEVEL")
     host, port = values.pop("health_addr")
     try:
         timing = LeaseTiming(values.pop("leader_election_lease_duration"),
