@@ -1,0 +1,70 @@
+"""The shell of both binaries: flags → logging/tracing → API client → manager → exit code.
+
+Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT), 1 when the credentials cannot be
+loaded, the API server fails at start, or the leader Lease was lost (so the pod restarts
+clean, as controller-runtime does), 2 on bad flags (printed by ``parse_or_exit``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+import anyio
+
+from shared import __version__
+from shared.kube.client import KubeClient
+from shared.kube.errors import ApiError
+from shared.kube.leader import LeadershipLost
+from shared.kube.logcontext import configure_logging
+from shared.kube.manager import Manager
+from shared.kube.metrics import runtime_metrics
+from shared.kube.tracing import configure_tracing
+
+
+class _Config(Protocol):
+    @property
+    def python_log_level(self) -> int: ...
+
+
+C = TypeVar("C", bound=_Config)
+
+
+async def serve(name: str, config: C, build: Callable[[KubeClient, C], Manager]) -> int:
+    """Connect, build the manager, run it until a signal; return the exit code."""
+    log = logging.getLogger(name)
+    try:
+        client = await KubeClient.connect(user_agent=f"{name}/{__version__}")
+    except Exception as err:  # config loading raises several unrelated types
+        log.error("cannot load Kubernetes credentials: %s", err)
+        return 1
+    requests = runtime_metrics().rest_client_requests_total
+    client.on_response.append(lambda method, code, host: requests.labels(code, method, host).inc())
+    try:
+        await build(client, config).run()
+        return 0
+    except LeadershipLost:
+        return 1
+    except ApiError as err:
+        log.error("API server error: %s", err)
+        return 1
+    finally:
+        await client.close()
+
+
+def main(name: str, argv: Sequence[str] | None,
+         parse_or_exit: Callable[[Sequence[str], Mapping[str, str]], C],
+         build: Callable[[KubeClient, C], Manager]) -> int:
+    """``--version`` / ``-V``; else parse flags (exit 2 when bad), configure JSON logs and tracing, serve."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in args or "-V" in args:
+        print(f"{name} {__version__}")
+        return 0
+    config = parse_or_exit(args, os.environ)
+    configure_logging(logging.getLevelName(config.python_log_level))
+    configure_tracing(name)
+    logging.getLogger(name).info("starting %s %s", name, __version__)
+    return anyio.run(serve, name, config, build)
