@@ -5,10 +5,10 @@ BIN    := $(VENV)/bin
 
 .PHONY: run test lint unit control-plane crds clean
 
-$(BIN)/.installed: pyproject.toml constraints.txt
+$(BIN)/.installed: pyproject.toml tools/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]' -e ./tools
 	touch $@
 
 ## run: the whole product locally (tatara up): control plane, CRDs, both reconcilers, Flux stand-in, examples/

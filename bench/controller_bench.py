@@ -30,9 +30,9 @@ from pathlib import Path
 
 import msgspec
 
-from shared.api.meta import ObjectMeta
-from shared.controlplane import LocalControlPlane
+from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient
+from tools.controlplane import LocalControlPlane
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEN = "toy.tatara.test/seen"

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from shared.api.process import Process
+from shared.domain.api.process import Process
 
 
 def sample_process(i: int) -> bytes:

@@ -36,14 +36,14 @@ from pool_reconciler.app import build as build_pool
 from pool_reconciler.config import PoolReconcilerConfig
 from reconciler.app import build as build_process
 from reconciler.config import ReconcilerConfig
-from shared import annotations as ann
-from shared.api.meta import ObjectMeta
-from shared.controlplane import LocalControlPlane
+from shared.domain import annotations as ann
+from shared.domain.api.meta import ObjectMeta
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import EVENTS, NAMESPACES, KubeClient
 from shared.kube.informer import Informer
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
-from tests.support.flux_standin import FluxStandIn
 from tests.support.kube import install_crds, load_yaml_docs, third_party_crds, wait_for
+from tools.controlplane import LocalControlPlane
+from tools.standins.flux import FluxStandIn
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "poolbench"

@@ -43,14 +43,14 @@ import aiohttp
 import anyio
 import msgspec
 
-from shared.api.meta import ObjectMeta
-from shared.controlplane import LocalControlPlane
-from shared.controlplane.cluster import free_port
+from shared.domain.api.meta import ObjectMeta
+from shared.domain.resources import PROCESSES
 from shared.kube.client import NAMESPACES, KubeClient
 from shared.kube.informer import Informer
-from shared.resources import PROCESSES
-from tests.support.flux_standin import KUSTOMIZATIONS, FluxStandIn
 from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
+from tools.controlplane import LocalControlPlane
+from tools.controlplane.cluster import free_port
+from tools.standins.flux import KUSTOMIZATIONS, FluxStandIn
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"

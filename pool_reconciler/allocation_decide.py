@@ -17,13 +17,13 @@ import msgspec
 
 from pool_reconciler.decision import AllocationDecision, AllocationObserved, Event, MemberPatch
 from pool_reconciler.pool_decide import belongs_to_pool, member_state
-from shared import annotations as ann
-from shared import finalizers
-from shared.api.allocation import AllocationPhase, AllocationRef, EphemeralAllocation
-from shared.api.codec import format_timestamp
-from shared.api.pool import EphemeralPool, MatchKey, MemberState
-from shared.api.process import Process
-from shared.duration import DurationError, parse_duration
+from shared.domain import annotations as ann
+from shared.domain import finalizers
+from shared.domain.api.allocation import AllocationPhase, AllocationRef, EphemeralAllocation
+from shared.domain.api.codec import format_timestamp
+from shared.domain.api.pool import EphemeralPool, MatchKey, MemberState
+from shared.domain.api.process import Process
+from shared.domain.duration import DurationError, parse_duration
 
 __all__ = [
     "DEFAULT_TTL",

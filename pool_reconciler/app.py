@@ -16,17 +16,17 @@ from pool_reconciler.config import PoolReconcilerConfig
 from pool_reconciler.controller import AllocationReconciler, JobObject, PoolReconciler
 from pool_reconciler.executor import JOBS, Executor
 from pool_reconciler.metrics import PoolMetrics
-from shared.api.allocation import EphemeralAllocation
-from shared.api.pool import EphemeralPool
-from shared.api.process import Process
-from shared.group import key
+from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.pool import EphemeralPool
+from shared.domain.api.process import Process
+from shared.domain.group import key
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.events import EventRecorder
 from shared.kube.health import HealthServer
 from shared.kube.leader import LeaderElector
 from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 
 __all__ = ["REPORTING_CONTROLLER", "build"]
 

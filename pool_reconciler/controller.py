@@ -35,18 +35,18 @@ from pool_reconciler.decision import (
 )
 from pool_reconciler.executor import Executor
 from pool_reconciler.pool_decide import member_state, pool_decide
-from shared import annotations as ann
-from shared.api.allocation import EphemeralAllocation
-from shared.api.codec import decode_allocation
-from shared.api.meta import ObjectMeta
-from shared.api.pool import EphemeralPool, MemberState
-from shared.api.process import Process
-from shared.group import GROUP
+from shared.domain import annotations as ann
+from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.codec import decode_allocation
+from shared.domain.api.meta import ObjectMeta
+from shared.domain.api.pool import EphemeralPool, MemberState
+from shared.domain.api.process import Process
+from shared.domain.group import GROUP
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS
 from shared.kube.controller import Controller, Request, Result, generation_or_metadata_changed
 from shared.kube.errors import NotFound
 from shared.kube.informer import EventType, Informer
 from shared.kube.logcontext import log_context
-from shared.resources import EPHEMERAL_ALLOCATIONS
 
 __all__ = [
     "BY_NAMESPACE",

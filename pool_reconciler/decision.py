@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from shared.api.allocation import EphemeralAllocation
-from shared.api.pool import EphemeralPool
-from shared.api.process import Process
+from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.pool import EphemeralPool
+from shared.domain.api.process import Process
 
 __all__ = [
     "DEFAULT_HEARTBEAT_SECONDS",

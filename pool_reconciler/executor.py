@@ -25,15 +25,15 @@ import msgspec
 
 from pool_reconciler.decision import AllocationDecision, Event, MemberPatch, PoolDecision
 from pool_reconciler.metrics import PoolMetrics
-from shared import finalizers as fin
-from shared.api.allocation import EphemeralAllocation
-from shared.api.pool import EphemeralPool
+from shared.domain import finalizers as fin
+from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.pool import EphemeralPool
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Result
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.events import EventRecorder, EventType
 from shared.kube.patch import add_finalizer, apply, patch_status, remove_finalizer
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 
 __all__ = ["FIELD_MANAGER", "JOBS", "RETRY_AFTER_CONFLICT", "Executor"]
 

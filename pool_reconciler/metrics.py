@@ -22,10 +22,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pool_reconciler.pool_decide import belongs_to_pool, member_state
-from shared import annotations as ann
-from shared.api.allocation import AllocationPhase, EphemeralAllocation
-from shared.api.pool import EphemeralPool, MemberState
-from shared.api.process import Process
+from shared.domain import annotations as ann
+from shared.domain.api.allocation import AllocationPhase, EphemeralAllocation
+from shared.domain.api.pool import EphemeralPool, MemberState
+from shared.domain.api.process import Process
 
 __all__ = ["BIND_SECONDS_BUCKETS", "PoolMetrics"]
 

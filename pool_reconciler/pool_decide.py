@@ -17,18 +17,18 @@ from typing import Any, Final, Literal
 import msgspec
 
 from pool_reconciler.decision import Event, MemberCreate, MemberDelete, MemberPatch, PoolDecision, PoolObserved
-from shared import annotations as ann
-from shared import finalizers
-from shared.api.codec import format_timestamp, to_wire
-from shared.api.lifetime import Lifetime, PermanentLifetime
-from shared.api.meta import ObjectMeta, OwnerReference
-from shared.api.phase import ProcessPhase
-from shared.api.pool import EphemeralPool, MemberState, PoolPhase, ReplacementPolicy, ReturnPolicy
-from shared.api.process import Process
-from shared.api.signal import ProcessSignal
-from shared.duration import DurationError, parse_duration
-from shared.group import API_VERSION
-from shared.identity import member_process_name
+from shared.domain import annotations as ann
+from shared.domain import finalizers
+from shared.domain.api.codec import format_timestamp, to_wire
+from shared.domain.api.lifetime import Lifetime, PermanentLifetime
+from shared.domain.api.meta import ObjectMeta, OwnerReference
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.pool import EphemeralPool, MemberState, PoolPhase, ReplacementPolicy, ReturnPolicy
+from shared.domain.api.process import Process
+from shared.domain.api.signal import ProcessSignal
+from shared.domain.duration import DurationError, parse_duration
+from shared.domain.group import API_VERSION
+from shared.domain.identity import member_process_name
 
 __all__ = [
     "DEFAULT_RESET_IMAGE",

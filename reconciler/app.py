@@ -22,8 +22,9 @@ from reconciler.pid import allocate_pid
 from reconciler.prefetch import Prefetcher
 from reconciler.render import RoutingConfig, render_children
 from reconciler.table import TableStatusWriter
-from shared.api.process import Process
-from shared.group import key
+from shared.domain.api.process import Process
+from shared.domain.group import key
+from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.discovery import RESTMapper
 from shared.kube.events import EventRecorder
@@ -31,7 +32,6 @@ from shared.kube.health import HealthServer
 from shared.kube.leader import LeaderElector
 from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
-from shared.resources import PROCESSES
 
 REPORTING_CONTROLLER = key("tatara-reconciler")
 """``reportingComponent`` of our Events."""

@@ -3,7 +3,7 @@ process-crd.md §11.
 
 artifactHash over the Process's flux refs (§9.2), intentHash over the whole ``spec.intent``
 (§9.3), no controlHash (§9.4), generation chained to the previous root, composedRoot from
-:func:`shared.identity.compose_root`. Pure.
+:func:`shared.domain.identity.compose_root`. Pure.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 from reconciler.decision import ChildRef
 from reconciler.render import child_ref, is_flux_resource
-from shared.api.codec import to_wire
-from shared.api.process import FluxResourceRef, Process, ProcessAttestation
-from shared.identity import artifact_hash, attest, intent_hash
+from shared.domain.api.codec import to_wire
+from shared.domain.api.process import FluxResourceRef, Process, ProcessAttestation
+from shared.domain.identity import artifact_hash, attest, intent_hash
 
 __all__ = ["artifact_hash_of", "attest_process", "attestation_patch"]
 

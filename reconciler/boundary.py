@@ -21,11 +21,11 @@ import msgspec
 
 from reconciler.decision import ChildRef, ChildState, Observed
 from reconciler.render import HELM_RELEASE_API_VERSION, KUSTOMIZATION_API_VERSION
-from shared.api.boundary import Condition, ConditionKind
-from shared.api.phase import ProcessPhase
-from shared.api.process import CheckedCondition, Process
-from shared.api.receipt import ReceiptError, parse_either
-from shared.duration import parse_duration
+from shared.domain.api.boundary import Condition, ConditionKind
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import CheckedCondition, Process
+from shared.domain.api.receipt import ReceiptError, parse_either
+from shared.domain.duration import parse_duration
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -343,7 +343,7 @@ def promql_queries(conditions: Sequence[Condition]) -> list[str]:
 def boundary_timeout(process: Process) -> timedelta:
     """``spec.boundary.timeout`` parsed (humantime), or :data:`DEFAULT_TIMEOUT` (15m).
 
-    Raises :class:`shared.duration.DurationError` for an unparsable value (an invalid spec).
+    Raises :class:`shared.domain.duration.DurationError` for an unparsable value (an invalid spec).
     """
     text = process.spec.boundary.timeout
     return DEFAULT_TIMEOUT if text is None else parse_duration(text)

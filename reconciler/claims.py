@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.api.phase import ProcessPhase
-from shared.api.process import Process
-from shared.api.table import ClaimRecord
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import Process
+from shared.domain.api.table import ClaimRecord
 
 __all__ = ["ELIGIBLE_PHASES", "Candidate", "ClaimAction", "ClaimDecision", "arbitrate", "candidates_by_key",
            "claims_changed", "decide_claim", "holds_any_claim"]

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from shared.api.codec import format_timestamp
-from shared.api.phase import ProcessPhase
-from shared.api.process import ProcessCondition
+from shared.domain.api.codec import format_timestamp
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import ProcessCondition
 
 __all__ = ["CONDITION_TYPES", "conditions_for"]
 

@@ -23,9 +23,9 @@ from reconciler.executor import Executor
 from reconciler.phases import decide
 from reconciler.prefetch import Prefetcher
 from reconciler.render import child_state
-from shared.api.meta import ObjectMeta
-from shared.api.process import Process
-from shared.group import GROUP
+from shared.domain.api.meta import ObjectMeta
+from shared.domain.api.process import Process
+from shared.domain.group import GROUP
 from shared.kube.client import Resource
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.informer import Informer

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from shared.api.phase import ProcessPhase
-from shared.api.process import Process
-from shared.api.signal import ProcessSignal
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import Process
+from shared.domain.api.signal import ProcessSignal
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from typing import Any
 from reconciler.decision import Decision
 from reconciler.metrics import ProcessMetrics
 from reconciler.pid import PidRefused
-from shared import annotations as ann
-from shared import finalizers as fin
-from shared.api.codec import decode_process
-from shared.api.process import Process
+from shared.domain import annotations as ann
+from shared.domain import finalizers as fin
+from shared.domain.api.codec import decode_process
+from shared.domain.api.process import Process
+from shared.domain.resources import PROCESSES
 from shared.kube.controller import Result
 from shared.kube.discovery import RESTMapper
 from shared.kube.errors import Conflict, NotFound
@@ -34,7 +35,6 @@ from shared.kube.patch import (
     patch_status,
     remove_finalizer,
 )
-from shared.resources import PROCESSES
 
 log = logging.getLogger(__name__)
 

@@ -1,15 +1,15 @@
 """The ephemeral lifetime clock: teardown policy and TTL from ``metadata.creationTimestamp``.
 
-— spec/lifetime-pool-allocation.md §4.2–§4.4; durations per §0.7 (:mod:`shared.duration`).
+— spec/lifetime-pool-allocation.md §4.2–§4.4; durations per §0.7 (:mod:`shared.domain.duration`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from shared.api.phase import ProcessPhase
-from shared.api.process import Process
-from shared.duration import DurationError, parse_duration
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import Process
+from shared.domain.duration import DurationError, parse_duration
 
 __all__ = ["evaluate", "requeue_with_ttl"]
 

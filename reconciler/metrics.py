@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from shared.api.phase import ProcessPhase
+from shared.domain.api.phase import ProcessPhase
 
 PHASE_SECONDS_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
 """Histogram bounds for time in phase, seconds: sub-second steps up to a day in Attested."""

@@ -24,15 +24,15 @@ from reconciler.decision import ChildRef, Decision, Event, Observed
 from reconciler.render import IntentNotSupported, RenderError, flux_resource_refs, render_children
 from reconciler.signals import EffectKind, effect_of, ingest
 from reconciler.transitions import IllegalTransition, phase_write
-from shared import annotations as ann
-from shared import finalizers as fin
-from shared.api.codec import format_timestamp, to_wire
-from shared.api.phase import ProcessPhase, phase_reached
-from shared.api.process import CheckedCondition, FluxResourceRef, Process
-from shared.api.signal import ProcessSignal
-from shared.api.tagged_union import VariantError
-from shared.duration import DurationError
-from shared.identity import derive_identity
+from shared.domain import annotations as ann
+from shared.domain import finalizers as fin
+from shared.domain.api.codec import format_timestamp, to_wire
+from shared.domain.api.phase import ProcessPhase, phase_reached
+from shared.domain.api.process import CheckedCondition, FluxResourceRef, Process
+from shared.domain.api.signal import ProcessSignal
+from shared.domain.api.tagged_union import VariantError
+from shared.domain.duration import DurationError
+from shared.domain.identity import derive_identity
 
 __all__ = [
     "HANDLERS",

@@ -32,15 +32,15 @@ from typing import Final
 import anyio
 import msgspec
 
-from shared.api.codec import decode, decode_table, to_wire
-from shared.api.meta import ObjectMeta
-from shared.api.process import Process
-from shared.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTableSpec
-from shared.identity import allocate_pid as format_pid
-from shared.identity import derive_identity, pid_segments
+from shared.domain.api.codec import decode, decode_table, to_wire
+from shared.domain.api.meta import ObjectMeta
+from shared.domain.api.process import Process
+from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTableSpec
+from shared.domain.identity import allocate_pid as format_pid
+from shared.domain.identity import derive_identity, pid_segments
+from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.errors import Conflict, NotFound
-from shared.resources import PROCESS_TABLES, PROCESSES
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ import msgspec
 from reconciler.boundary import promql_queries, referenced_refs
 from reconciler.decision import ChildRef, ChildState
 from reconciler.render import child_state
-from shared.api.boundary import Condition
-from shared.api.phase import ProcessPhase
-from shared.api.process import Process
+from shared.domain.api.boundary import Condition
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import Process
 from shared.kube.client import KubeClient
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.errors import ApiError, NotFound

@@ -18,15 +18,15 @@ from typing import Any, Final
 from blake3 import blake3
 
 from reconciler.decision import ChildRef, ChildState
-from shared import annotations as ann
-from shared import labels
-from shared.api.encapsulates import EncapsulationMode
-from shared.api.intent import AplicacaoIntent, FluxIntent
-from shared.api.process import FluxResourceRef, Process
-from shared.api.routing import RoutingHostname, RoutingSpec
-from shared.duration import DurationError, parse_duration_ns, to_go_duration
-from shared.group import API_VERSION
-from shared.identity import ephemeral_id
+from shared.domain import annotations as ann
+from shared.domain import labels
+from shared.domain.api.encapsulates import EncapsulationMode
+from shared.domain.api.intent import AplicacaoIntent, FluxIntent
+from shared.domain.api.process import FluxResourceRef, Process
+from shared.domain.api.routing import RoutingHostname, RoutingSpec
+from shared.domain.duration import DurationError, parse_duration_ns, to_go_duration
+from shared.domain.group import API_VERSION
+from shared.domain.identity import ephemeral_id
 
 __all__ = [
     "DNS_ENDPOINT_API_VERSION",
@@ -51,7 +51,7 @@ __all__ = [
 FIELD_MANAGER: Final = "tatara-reconciler"
 """SSA field manager and the ``managed-by`` value (spec §0.3)."""
 
-# Pinned to the served+storage versions of shared/crds/third_party (Flux v2.x, external-dns).
+# Pinned to the served+storage versions of tools/crds/third_party (Flux v2.x, external-dns).
 KUSTOMIZATION_API_VERSION: Final = "kustomize.toolkit.fluxcd.io/v1"
 HELM_RELEASE_API_VERSION: Final = "helm.toolkit.fluxcd.io/v2"
 OCI_REPOSITORY_API_VERSION: Final = "source.toolkit.fluxcd.io/v1"

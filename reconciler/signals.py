@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from shared.annotations import SIGNAL
-from shared.api.closed_set import UnknownValueError
-from shared.api.phase import ProcessPhase
-from shared.api.signal import ProcessSignal, SignalPolicy
+from shared.domain.annotations import SIGNAL
+from shared.domain.api.closed_set import UnknownValueError
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.signal import ProcessSignal, SignalPolicy
 
 __all__ = [
     "EffectKind",

@@ -33,14 +33,14 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from shared.api.codec import decode_table, format_timestamp, to_wire
-from shared.api.phase import ProcessPhase
-from shared.api.process import Process
-from shared.api.table import PROCESS_TABLE_NAME, ProcessEntry
+from shared.domain.api.codec import decode_table, format_timestamp, to_wire
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import Process
+from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessEntry
+from shared.domain.resources import PROCESS_TABLES
 from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError, Conflict, NotFound
 from shared.kube.patch import patch_status
-from shared.resources import PROCESS_TABLES
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The reconciler's legal-transition table and the one builder of phase writes.
 
-The table is the types' 18 edges (process-crd.md §6.3, :data:`shared.api.phase.TRANSITIONS`)
+The table is the types' 18 edges (process-crd.md §6.3, :data:`shared.domain.api.phase.TRANSITIONS`)
 plus exactly the edges the spec documents for signals and deletion (process-crd.md §6.3
 "Important", process-reconciler.md §2.1, §2.4 and §4.2):
 
@@ -22,8 +22,8 @@ from typing import Any
 
 from reconciler.conditions import conditions_for
 from reconciler.decision import Decision, Observed
-from shared.api.codec import format_timestamp
-from shared.api.phase import TRANSITIONS, ProcessPhase
+from shared.domain.api.codec import format_timestamp
+from shared.domain.api.phase import TRANSITIONS, ProcessPhase
 
 __all__ = ["LEGAL", "IllegalTransition", "is_legal", "phase_write"]
 

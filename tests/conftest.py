@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from kubernetes_asyncio import client
 
-from shared.controlplane import LocalControlPlane
 from tests.support.kube import api_client
+from tools.controlplane import LocalControlPlane
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from shared.crd import generated_files
+from tools.crd import generated_files
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,13 +1,13 @@
 """Print the path of the pinned ``helm`` binary, building it from its Go module on first use.
 
-Usage: ``python -m tools.helm_bin`` (see :mod:`shared.controlplane.helm`).
+Usage: ``python -m tools.helm_bin`` (see :mod:`tools.controlplane.helm`).
 """
 
 from __future__ import annotations
 
 import sys
 
-from shared.controlplane.helm import main
+from tools.controlplane.helm import main
 
 if __name__ == "__main__":
     sys.exit(main())

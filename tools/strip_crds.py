@@ -1,4 +1,4 @@
-"""Write schema-only copies of the Flux and external-dns CRDs into shared/crds/third_party.
+"""Write schema-only copies of the Flux and external-dns CRDs into tools/crds/third_party.
 
 Reads the published CRDs from ``../shared/fixtures/crds`` (or ``--source``), drops every
 ``description`` schema keyword (a *property* that happens to be named ``description``

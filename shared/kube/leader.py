@@ -37,7 +37,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from shared.api.meta import ObjectMeta
+from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import LEASES, KubeClient
 from shared.kube.errors import ApiError, Conflict, NotFound
 from shared.kube.metrics import RuntimeMetrics, runtime_metrics

@@ -19,7 +19,7 @@ would change anything, and sends no request when it would not (§3 #12). The pur
 :meth:`RetryPolicy.delays`) are importable and tested alone.
 
 Objects ("cached object") may be msgspec Structs with a ``metadata`` of
-:class:`shared.api.meta.ObjectMeta` shape, or decoded JSON mappings.
+:class:`shared.domain.api.meta.ObjectMeta` shape, or decoded JSON mappings.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from typing import Any
 import anyio
 import msgspec
 
-from shared import finalizers as fin
-from shared.annotations import annotation_patch
-from shared.api.codec import to_wire
-from shared.api.wire import WireStruct
+from shared.domain import finalizers as fin
+from shared.domain.annotations import annotation_patch
+from shared.domain.api.codec import to_wire
+from shared.domain.api.wire import WireStruct
 from shared.kube.client import KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound
 
@@ -87,7 +87,7 @@ class MetaView:
 
 
 def as_json(value: Any) -> Any:
-    """``value`` as plain JSON data: Structs of :mod:`shared.api` via :func:`shared.api.codec.to_wire`
+    """``value`` as plain JSON data: Structs of :mod:`shared.domain.api` via :func:`shared.domain.api.codec.to_wire`
     (the reference's emission rules, timestamps as RFC 3339 text), other Structs via
     ``msgspec.to_builtins``, anything else unchanged."""
     if isinstance(value, WireStruct):
@@ -341,7 +341,7 @@ def _json_equal(a: Any, b: Any) -> bool:
 def status_changes(current: Any, status_patch: Mapping[str, Any]) -> bool:
     """Whether ``status_patch`` would change the cached object ``current`` (None: unknown → True).
 
-    An empty patch never changes anything. The status of a :mod:`shared.api` Struct is compared
+    An empty patch never changes anything. The status of a :mod:`shared.domain.api` Struct is compared
     as :func:`as_json` renders it (fields it omits count as absent).
     """
     if not status_patch:

@@ -24,12 +24,8 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.controlplane import LocalControlPlane
-from shared.crds import all_crds
-from shared.fluxstandin import FluxStandIn
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import NAMESPACES, KubeClient
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
-from shared.up import Daemon, _start, ensure_namespace, install_crds, load_examples, reconcilers, wait_ready
 from tests.integration.pool_reconciler.test_pool_allocation import (
     allocation_doc,
     bound_to,
@@ -40,6 +36,10 @@ from tests.integration.pool_reconciler.test_pool_allocation import (
     wait_phase,
 )
 from tests.support.kube import wait_for
+from tools.controlplane import LocalControlPlane
+from tools.crds import all_crds
+from tools.standins.flux import FluxStandIn
+from tools.up import Daemon, _start, ensure_namespace, install_crds, load_examples, reconcilers, wait_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -159,7 +159,7 @@ async def test_sighup_via_tatara_signal_reconverges_to_the_next_generation_chain
 
     with anyio.fail_after(60):
         result = await anyio.run_process(
-            [sys.executable, "-m", "shared.cli", "signal", "hup", "SIGHUP", "-n", ns,
+            [sys.executable, "-m", "tools.cli", "signal", "hup", "SIGHUP", "-n", ns,
              "--kubeconfig", str(binaries.kubeconfig)], cwd=ROOT, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert b"SIGHUP" in result.stdout

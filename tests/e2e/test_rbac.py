@@ -24,16 +24,16 @@ import msgspec
 import pytest
 import yaml
 
-from shared.controlplane import LocalControlPlane
-from shared.controlplane.cluster import free_port
-from shared.controlplane.helm import Helm
-from shared.crds import all_crds
-from shared.fluxstandin import FluxStandIn
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.errors import Forbidden, NotFound
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
-from shared.up import install_crds
 from tests.support.kube import wait_for
+from tools.controlplane import LocalControlPlane
+from tools.controlplane.cluster import free_port
+from tools.controlplane.helm import Helm
+from tools.crds import all_crds
+from tools.standins.flux import FluxStandIn
+from tools.up import install_crds
 
 pytestmark = pytest.mark.anyio
 

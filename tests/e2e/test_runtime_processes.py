@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from shared.controlplane import LocalControlPlane
 from tests.support.kube import wait_for
 from tests.support.toy_operator import BY, SEEN
+from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     result = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "up", "--exit-when-settled", "--timeout", "240",
+        [sys.executable, "-m", "tools.cli", "up", "--exit-when-settled", "--timeout", "240",
          "--reconciler-port", "18180", "--pool-port", "18181"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

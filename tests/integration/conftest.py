@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient
 from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
+from tools.controlplane import LocalControlPlane
 
 CHARTS = Path(__file__).resolve().parents[2] / "charts"
 

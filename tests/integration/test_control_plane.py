@@ -11,8 +11,8 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from shared.controlplane import LocalControlPlane
 from tests.support.kube import api_client, install_crds_async, third_party_crds, wait_for
+from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.controlplane import LocalControlPlane, Toolchain
+from tools.controlplane import LocalControlPlane, Toolchain
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 Starter = Callable[[], tuple[subprocess.Popen[str], Path]]
@@ -56,7 +56,7 @@ def start_local(tmp_path: Path) -> Iterator[Callable[[], tuple[subprocess.Popen[
         Toolchain.default().ensure_built()
         env = {**os.environ, "TMPDIR": str(tmp_path)}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "local"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            [sys.executable, "-m", "tools.cli", "local"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, env=env,
         )
         started.append(proc)

@@ -18,10 +18,17 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from shared.api.codec import DecodeError, InvalidSpecError, decode_allocation, decode_pool, decode_process, decode_table
-from shared.controlplane import LocalControlPlane
-from shared.group import GROUP, VERSION
+from shared.domain.api.codec import (
+    DecodeError,
+    InvalidSpecError,
+    decode_allocation,
+    decode_pool,
+    decode_process,
+    decode_table,
+)
+from shared.domain.group import GROUP, VERSION
 from tests.support.kube import api_client, install_crds_async, load_yaml_docs, wait_for
+from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 

@@ -9,10 +9,10 @@ import msgspec
 import pytest
 from kubernetes_asyncio import client
 
-from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient, Resource
-from tests.support.flux_standin import HELM_RELEASES, KUSTOMIZATIONS, FluxStandIn
 from tests.support.kube import install_crds_async, third_party_crds, wait_for
+from tools.controlplane import LocalControlPlane
+from tools.standins.flux import HELM_RELEASES, KUSTOMIZATIONS, FluxStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -13,8 +13,8 @@ import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from shared.crds import THIRD_PARTY_CRDS
 from shared.kube.client import Resource
+from tools.crds import THIRD_PARTY_CRDS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -18,7 +18,7 @@ import time
 import anyio
 import msgspec
 
-from shared.api.meta import ObjectMeta
+from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, KubeClient
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.health import HealthServer

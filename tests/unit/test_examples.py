@@ -7,11 +7,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from shared.api.allocation import EphemeralAllocation
-from shared.api.codec import decode, decode_process
-from shared.api.pool import EphemeralPool
-from shared.opscli import compile_lisp
-from shared.up import EXPECT, load_examples
+from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.codec import decode, decode_process
+from shared.domain.api.pool import EphemeralPool
+from tools.opscli import compile_lisp
+from tools.up import EXPECT, load_examples
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -1,4 +1,4 @@
-"""The pinned helm binary, built from its Go module on first use (shared/controlplane/helm.py)."""
+"""The pinned helm binary, built from its Go module on first use (tools/controlplane/helm.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.controlplane.helm import Helm
+from tools.controlplane.helm import Helm
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from shared.controlplane import LocalControlPlane
 from tests.support.kube import wait_for
+from tools.controlplane import LocalControlPlane
 
 ROOT = Path(__file__).resolve().parents[3]
 CHARTS = ("tatara-reconciler", "tatara-pool-reconciler")

@@ -10,10 +10,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.controlplane import LocalControlPlane
+from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.patch import patch_status
-from shared.resources import PROCESSES
+from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +31,7 @@ def process(name: str, parent: str | None = None) -> dict[str, Any]:
 
 
 def tatara(plane: LocalControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shared.cli", *args, "--kubeconfig", str(plane.kubeconfig)],
+    return subprocess.run([sys.executable, "-m", "tools.cli", *args, "--kubeconfig", str(plane.kubeconfig)],
                           capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from shared.api.meta import ObjectMeta
-from shared.controlplane import LocalControlPlane
+from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import NAMESPACES, KubeClient
+from tools.controlplane import LocalControlPlane
 
 
 class ConfigMap(msgspec.Struct):

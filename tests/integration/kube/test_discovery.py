@@ -5,10 +5,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from shared.controlplane import LocalControlPlane
 from shared.kube.client import KubeClient, Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from tests.support.kube import install_crds, widget_crd
+from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.controlplane import LocalControlPlane
 from shared.kube.client import CONFIG_MAPS, EVENTS, KubeClient
 from shared.kube.events import AGGREGATE_WINDOW, SPAM_BURST, SPAM_REFILL_SECONDS, EventRecorder, EventType
+from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 

@@ -10,12 +10,12 @@ import anyio
 import msgspec
 import pytest
 
-from shared.api.meta import ObjectMeta
-from shared.controlplane import LocalControlPlane
+from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, KubeClient
 from shared.kube.informer import Backoff, EventType, Informer
 from tests.integration.kube.conftest import ConfigMap
 from tests.support.kube import install_crds, wait_for, widget_crd
+from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 

@@ -17,11 +17,11 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
-from shared.controlplane import LocalControlPlane
 from shared.kube.client import LEASES, KubeClient
 from shared.kube.leader import LeaderElector, LeadershipLost, Lease, LeaseTiming
 from shared.kube.metrics import RuntimeMetrics
 from tests.support.kube import wait_for
+from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import anyio
 import msgspec
 import pytest
 
-from shared import finalizers as fin
+from shared.domain import finalizers as fin
 from shared.kube.client import CONFIG_MAPS, CUSTOM_RESOURCE_DEFINITIONS, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound, TooManyRequests
 from shared.kube.patch import (

@@ -18,7 +18,7 @@ from reconciler.app import build as build_process
 from reconciler.config import ReconcilerConfig
 from shared.kube.client import KubeClient
 from shared.kube.manager import Manager
-from tests.support.flux_standin import FluxStandIn
+from tools.standins.flux import FluxStandIn
 
 
 @dataclass

@@ -22,10 +22,10 @@ from pool_reconciler.app import build as build_pool
 from pool_reconciler.config import PoolReconcilerConfig
 from reconciler.app import build as build_process
 from reconciler.config import ReconcilerConfig
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS
 from shared.kube.client import KubeClient
 from shared.kube.manager import Manager
 from shared.kube.metrics import render
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS
 from tests.integration.pool_reconciler.test_pool_allocation import (
     TIMEOUT,
     allocation_doc,
@@ -35,8 +35,8 @@ from tests.integration.pool_reconciler.test_pool_allocation import (
     wait_phase,
 )
 from tests.support import dashboards as dash
-from tests.support.flux_standin import FluxStandIn
 from tests.support.kube import wait_for
+from tools.standins.flux import FluxStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -14,13 +14,13 @@ from pool_reconciler.decision import AllocationDecision
 from pool_reconciler.executor import RETRY_AFTER_CONFLICT, Executor
 from pool_reconciler.metrics import PoolMetrics
 from pool_reconciler.pool_decide import member_document
-from shared import annotations as ann
-from shared.api.allocation import EphemeralAllocation
-from shared.api.pool import EphemeralPool
-from shared.api.process import Process
+from shared.domain import annotations as ann
+from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.pool import EphemeralPool
+from shared.domain.api.process import Process
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import KubeClient, decode
 from shared.kube.events import EventRecorder
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, pool_doc
 
 pytestmark = pytest.mark.anyio

@@ -9,11 +9,11 @@ import anyio
 import msgspec
 import pytest
 
-from shared import annotations as ann
-from shared import finalizers as fin
+from shared.domain import annotations as ann
+from shared.domain import finalizers as fin
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import EVENTS, KubeClient, Resource
 from shared.kube.errors import NotFound
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from tests.integration.pool_reconciler.conftest import Running, both_running
 from tests.support.kube import wait_for
 

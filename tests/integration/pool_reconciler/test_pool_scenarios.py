@@ -21,13 +21,13 @@ from pool_reconciler.config import PoolReconcilerConfig
 from pool_reconciler.executor import JOBS
 from reconciler.app import build as build_process
 from reconciler.config import ReconcilerConfig
-from shared import annotations as ann
-from shared.api.allocation import EphemeralAllocation
-from shared.api.codec import convert, format_timestamp
-from shared.api.process import Process
+from shared.domain import annotations as ann
+from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.codec import convert, format_timestamp
+from shared.domain.api.process import Process
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import EVENTS, KubeClient, Resource, WatchEvent
 from shared.kube.manager import Manager
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from tests.integration.pool_reconciler.conftest import both_running
 from tests.integration.pool_reconciler.test_pool_allocation import (
     allocation_doc,
@@ -41,8 +41,8 @@ from tests.integration.pool_reconciler.test_pool_allocation import (
     wait_phase,
     wait_pool_counts,
 )
-from tests.support.flux_standin import FluxStandIn
 from tests.support.kube import wait_for
+from tools.standins.flux import FluxStandIn
 
 pytestmark = pytest.mark.anyio
 

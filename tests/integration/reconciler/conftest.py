@@ -16,7 +16,7 @@ from reconciler.app import build
 from reconciler.config import ReconcilerConfig
 from shared.kube.client import KubeClient, Resource
 from shared.kube.manager import Manager
-from tests.support.flux_standin import FluxStandIn
+from tools.standins.flux import FluxStandIn
 
 Verdict = Callable[[Resource, dict[str, Any]], str | None]
 

@@ -13,14 +13,14 @@ from prometheus_client import CollectorRegistry
 from reconciler.app import build
 from reconciler.config import ReconcilerConfig
 from reconciler.controller import ChildObject
-from shared import annotations as ann
-from shared.controlplane import LocalControlPlane
+from shared.domain import annotations as ann
+from shared.domain.resources import PROCESSES
 from shared.kube.client import EVENTS, KubeClient
-from shared.resources import PROCESSES
 from tests.integration.reconciler.conftest import reconciler_running
 from tests.integration.reconciler.test_lifecycle import flux_process, phase_of, read
-from tests.support.flux_standin import KUSTOMIZATIONS
 from tests.support.kube import wait_for
+from tools.controlplane import LocalControlPlane
+from tools.standins.flux import KUSTOMIZATIONS
 
 pytestmark = pytest.mark.anyio
 

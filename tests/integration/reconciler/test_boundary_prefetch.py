@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.app import build
 from reconciler.config import ReconcilerConfig
+from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient
-from shared.resources import PROCESSES
 from tests.integration.reconciler.test_lifecycle import flux_process, read
-from tests.support.flux_standin import FluxStandIn
 from tests.support.kube import wait_for
+from tools.standins.flux import FluxStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -7,14 +7,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared import annotations as ann
-from shared import finalizers as fin
+from shared.domain import annotations as ann
+from shared.domain import finalizers as fin
+from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.errors import NotFound
-from shared.resources import PROCESS_TABLES, PROCESSES
 from tests.integration.reconciler.conftest import reconciler_running
-from tests.support.flux_standin import KUSTOMIZATIONS
 from tests.support.kube import wait_for
+from tools.standins.flux import KUSTOMIZATIONS
 
 pytestmark = pytest.mark.anyio
 

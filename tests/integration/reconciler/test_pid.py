@@ -9,10 +9,10 @@ import anyio
 import pytest
 
 from reconciler.pid import PidRefused, allocate_pid
-from shared.api.codec import convert, decode_table
-from shared.api.process import Process
+from shared.domain.api.codec import convert, decode_table
+from shared.domain.api.process import Process
+from shared.domain.resources import PROCESS_TABLES
 from shared.kube.client import KubeClient
-from shared.resources import PROCESS_TABLES
 
 pytestmark = pytest.mark.anyio
 

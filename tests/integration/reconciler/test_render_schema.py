@@ -16,8 +16,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from reconciler.render import IntentNotSupported, RoutingConfig, render_children
-from shared.api.codec import convert
-from shared.api.process import Process
+from shared.domain.api.codec import convert
+from shared.domain.api.process import Process
 from tests.support.kube import install_crds_async, load_yaml_docs, third_party_crds
 
 pytestmark = pytest.mark.anyio

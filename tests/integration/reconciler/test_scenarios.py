@@ -11,15 +11,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared import annotations as ann
-from shared import finalizers as fin
+from shared.domain import annotations as ann
+from shared.domain import finalizers as fin
+from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import EVENTS, KubeClient, Resource
 from shared.kube.errors import NotFound
-from shared.resources import PROCESS_TABLES, PROCESSES
 from tests.integration.reconciler.conftest import reconciler_running
 from tests.integration.reconciler.test_lifecycle import flux_process, phase_of, read
-from tests.support.flux_standin import HELM_RELEASES, KUSTOMIZATIONS, OCI_REPOSITORIES
 from tests.support.kube import load_yaml_docs, wait_for
+from tools.standins.flux import HELM_RELEASES, KUSTOMIZATIONS, OCI_REPOSITORIES
 
 pytestmark = pytest.mark.anyio
 

@@ -9,11 +9,11 @@ import anyio
 import pytest
 
 from reconciler.table import TableStatusWriter
-from shared.api.codec import decode_table
-from shared.api.process import Process
+from shared.domain.api.codec import decode_table
+from shared.domain.api.process import Process
+from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.informer import Informer
-from shared.resources import PROCESS_TABLES, PROCESSES
 from tests.support.kube import wait_for
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.api.meta import ObjectMeta, OwnerReference
+from shared.domain.api.meta import ObjectMeta, OwnerReference
 from shared.kube.controller import controller_owner, generation_or_metadata_changed
 from shared.kube.informer import EventType
 from shared.kube.logcontext import JsonFormatter, log_context

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.api.meta import ObjectMeta
+from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, NAMESPACES
 from shared.kube.events import (
     AGGREGATE_WINDOW,

@@ -8,9 +8,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared import finalizers as fin
-from shared.api.meta import ObjectMeta
-from shared.api.process import ProcessPhase, ProcessStatus
+from shared.domain import finalizers as fin
+from shared.domain.api.meta import ObjectMeta
+from shared.domain.api.process import ProcessPhase, ProcessStatus
 from shared.kube.client import CONFIG_MAPS, NAMESPACES, Resource
 from shared.kube.errors import Conflict
 from shared.kube.patch import (

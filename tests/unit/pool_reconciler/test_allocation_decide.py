@@ -18,12 +18,12 @@ from pool_reconciler.allocation_decide import (
     decide_allocation,
 )
 from pool_reconciler.decision import AllocationObserved
-from shared import annotations as ann
-from shared import finalizers
-from shared.api.allocation import AllocationPhase, AllocationRef, EphemeralAllocation
-from shared.api.codec import convert
-from shared.api.pool import EphemeralPool, MatchKey
-from shared.api.process import Process
+from shared.domain import annotations as ann
+from shared.domain import finalizers
+from shared.domain.api.allocation import AllocationPhase, AllocationRef, EphemeralAllocation
+from shared.domain.api.codec import convert
+from shared.domain.api.pool import EphemeralPool, MatchKey
+from shared.domain.api.process import Process
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 PH = AllocationPhase

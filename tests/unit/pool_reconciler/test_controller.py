@@ -13,17 +13,17 @@ from pool_reconciler.controller import AllocationReconciler, could_be_bound, nee
 from pool_reconciler.decision import AllocationDecision, MemberPatch
 from pool_reconciler.executor import Executor
 from pool_reconciler.metrics import PoolMetrics
-from shared import annotations as ann
-from shared.api.allocation import EphemeralAllocation
-from shared.api.codec import to_wire
-from shared.api.pool import EphemeralPool
-from shared.api.process import Process
+from shared.domain import annotations as ann
+from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.codec import to_wire
+from shared.domain.api.pool import EphemeralPool
+from shared.domain.api.process import Process
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Request
 from shared.kube.events import EventRecorder
 from shared.kube.informer import EventType as InformerEvent
 from shared.kube.informer import Informer
-from shared.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from tests.unit.pool_reconciler.test_allocation_decide import NOW, alloc, member, pool
 
 

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from pool_reconciler.decision import MemberPatch
 from pool_reconciler.executor import Executor
 from pool_reconciler.metrics import PoolMetrics
-from shared import annotations as ann
+from shared.domain import annotations as ann
 
 pytestmark = pytest.mark.anyio
 

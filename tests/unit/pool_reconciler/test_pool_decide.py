@@ -27,12 +27,12 @@ from pool_reconciler.pool_decide import (
     pool_phase,
     reset_job_name,
 )
-from shared import annotations as ann
-from shared import finalizers
-from shared.api.codec import convert
-from shared.api.phase import ProcessPhase
-from shared.api.pool import EphemeralPool, MemberState, PoolPhase, ReplacementPolicy, ReturnPolicy
-from shared.api.process import Process
+from shared.domain import annotations as ann
+from shared.domain import finalizers
+from shared.domain.api.codec import convert
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.pool import EphemeralPool, MemberState, PoolPhase, ReplacementPolicy, ReturnPolicy
+from shared.domain.api.process import Process
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 F, A, S, R, X = (

@@ -1,5 +1,5 @@
 """reconciler.attestation: hashes recomputed here from the formulas of spec/process-reconciler.md §9
-(BLAKE3 over the exact bytes the spec lists), not from shared.identity."""
+(BLAKE3 over the exact bytes the spec lists), not from shared.domain.identity."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from blake3 import blake3
 
 from reconciler.attestation import artifact_hash_of, attest_process, attestation_patch
 from reconciler.render import render_children
-from shared.api.codec import convert
-from shared.api.process import Process
+from shared.domain.api.codec import convert
+from shared.domain.api.process import Process
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 UID = "u-1"

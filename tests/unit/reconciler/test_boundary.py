@@ -18,11 +18,11 @@ from reconciler.boundary import (
     timeout_exceeded,
 )
 from reconciler.decision import ChildRef, ChildState, Observed
-from shared.api.boundary import Condition
-from shared.api.codec import convert
-from shared.api.process import Process
-from shared.duration import DurationError
-from shared.identity import compose_root
+from shared.domain.api.boundary import Condition
+from shared.domain.api.codec import convert
+from shared.domain.api.process import Process
+from shared.domain.duration import DurationError
+from shared.domain.identity import compose_root
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

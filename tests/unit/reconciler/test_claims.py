@@ -16,10 +16,10 @@ from reconciler.claims import (
     decide_claim,
     holds_any_claim,
 )
-from shared.api.codec import convert
-from shared.api.phase import ProcessPhase as P
-from shared.api.process import Process
-from shared.api.table import ClaimRecord
+from shared.domain.api.codec import convert
+from shared.domain.api.phase import ProcessPhase as P
+from shared.domain.api.process import Process
+from shared.domain.api.table import ClaimRecord
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 T1 = datetime(2025, 1, 1, tzinfo=UTC)

@@ -16,10 +16,10 @@ from reconciler.decision import ChildRef, ChildState, Decision, Observed
 from reconciler.phases import Deps, decide
 from reconciler.render import IntentNotSupported
 from reconciler.transitions import IllegalTransition, is_legal, phase_write
-from shared.api.codec import convert, format_timestamp
-from shared.api.phase import ProcessPhase as P
-from shared.api.process import Process, ProcessCondition
-from shared.api.signal import ProcessSignal as S
+from shared.domain.api.codec import convert, format_timestamp
+from shared.domain.api.phase import ProcessPhase as P
+from shared.domain.api.process import Process, ProcessCondition
+from shared.domain.api.signal import ProcessSignal as S
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 FIN = "tatara.pleme.io/process-finalizer"

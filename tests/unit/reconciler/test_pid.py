@@ -15,10 +15,10 @@ from reconciler.pid import (
     identity_name,
     pid_level,
 )
-from shared.api.codec import convert, to_wire
-from shared.api.process import Process
-from shared.api.table import ProcessTableSpec
-from shared.identity import allocate_pid as format_pid
+from shared.domain.api.codec import convert, to_wire
+from shared.domain.api.process import Process
+from shared.domain.api.table import ProcessTableSpec
+from shared.domain.identity import allocate_pid as format_pid
 
 
 def process(name: str = "p", namespace: str = "ns", *, parent: str | None = None, override: str | None = None,

@@ -14,8 +14,8 @@ from aiohttp import web
 
 from reconciler.decision import ChildRef
 from reconciler.prefetch import Prefetcher, conditions_for_phase, parse_prometheus_response
-from shared.api.codec import convert
-from shared.api.process import Process
+from shared.domain.api.codec import convert
+from shared.domain.api.process import Process
 from shared.kube.client import KubeClient, Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.errors import ApiError, NotFound

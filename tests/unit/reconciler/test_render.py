@@ -17,10 +17,10 @@ from reconciler.render import (
     process_label_value,
     render_children,
 )
-from shared.api.codec import convert
-from shared.api.process import Process
-from shared.api.tagged_union import VariantError
-from shared.identity import ephemeral_id
+from shared.domain.api.codec import convert
+from shared.domain.api.process import Process
+from shared.domain.api.tagged_union import VariantError
+from shared.domain.identity import ephemeral_id
 
 UID = "0b7c6a3e-1111-4222-8333-444455556666"
 CLASSIFICATION = {"pointType": "Gate", "substrate": "Compute"}

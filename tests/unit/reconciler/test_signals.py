@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from reconciler.signals import EffectKind, effect_of, ingest, parse_signal
-from shared.api.phase import ProcessPhase as P
-from shared.api.signal import ProcessSignal as S
-from shared.api.signal import SighupStrategy, SignalPolicy
+from shared.domain.api.phase import ProcessPhase as P
+from shared.domain.api.signal import ProcessSignal as S
+from shared.domain.api.signal import SighupStrategy, SignalPolicy
 
 ALL_PHASES = list(P)
 ALIVE = [p for p in P if p not in (P.FAILED, P.ZOMBIE, P.REAPED)]

@@ -13,8 +13,8 @@ from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 
 from reconciler.table import TableStatusWriter, is_ready, pid_sort_key, table_status
-from shared.api.codec import convert
-from shared.api.process import Process
+from shared.domain.api.codec import convert
+from shared.domain.api.process import Process
 from shared.kube.client import KubeClient, Resource
 from shared.kube.errors import NotFound
 

@@ -1,0 +1,129 @@
+"""The ``EphemeralAllocation`` kind: a request to hold one pool member.
+
+— spec/lifetime-pool-allocation.md §10.8, §11 (pool-reconciler.md §2.2).
+"""
+
+from __future__ import annotations
+
+from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.meta import ObjectMeta
+from shared.domain.api.wire import Timestamp, UInt64, WireStruct
+from shared.domain.group import API_VERSION
+
+__all__ = [
+    "AllocationCondition",
+    "AllocationPhase",
+    "AllocationRef",
+    "AllocationSpec",
+    "AllocationStatus",
+    "EphemeralAllocation",
+    "Requestor",
+    "RequestorKind",
+]
+
+
+class AllocationRef(WireStruct):
+    """``{name, namespace}`` of a pool, allocation or Process (§10.8)."""
+
+    name: str
+    namespace: str
+
+
+class RequestorKind(ClosedSet):
+    """The known values of the open ``requestor.kind`` string (§11.3)."""
+
+    GITHUB_PR = "github-pr"
+    MANUAL = "manual"
+    CI_RUN = "ci-run"
+    SCHEDULED = "scheduled"
+
+
+class Requestor(WireStruct):
+    """Who asks for a member; also the pool-routing key (§11.3)."""
+
+    kind: str
+    """Open set; see :class:`RequestorKind` for the known values."""
+    repo: str | None = None
+    branch: str | None = None
+    pr_number: UInt64 | None = None
+    sha: str | None = None
+    pr_labels: list[str] = []
+    actor: str | None = None
+
+    def known_kind(self) -> RequestorKind | None:
+        """The RequestorKind spelled exactly ``kind``, or None for other strings."""
+        try:
+            return RequestorKind.parse(self.kind)
+        except ValueError:
+            return None
+
+
+class AllocationSpec(WireStruct):
+    """``spec`` of an allocation (§11.2)."""
+
+    pool_ref: AllocationRef | None = None
+    """Explicit pool (same namespace); skips selector routing."""
+    requestor: Requestor
+    ttl: str | None = None
+    """Hold duration (humantime); falls back to the pool template ``ttl``, then ``1h``."""
+    note: str | None = None
+
+
+class AllocationPhase(ClosedSet):
+    """``status.phase`` of an allocation (§11.5). Default ``Pending``."""
+
+    PENDING = "Pending"
+    QUEUED = "Queued"
+    BOUND = "Bound"
+    RELEASING = "Releasing"
+    RELEASED = "Released"
+    NO_MATCHING_POOL = "NoMatchingPool"
+    FAILED = "Failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Released and Failed."""
+        return self in (AllocationPhase.RELEASED, AllocationPhase.FAILED)
+
+    @property
+    def needs_pool_routing(self) -> bool:
+        """Pending, Queued and NoMatchingPool."""
+        return self in (AllocationPhase.PENDING, AllocationPhase.QUEUED, AllocationPhase.NO_MATCHING_POOL)
+
+
+class AllocationCondition(WireStruct):
+    """``status.conditions[]`` (§10.11 shape); all five keys required."""
+
+    type_: str
+    status: str
+    reason: str
+    message: str
+    last_transition_time: Timestamp
+
+
+class AllocationStatus(WireStruct):
+    """``status`` of an allocation (§11.4)."""
+
+    phase: AllocationPhase = AllocationPhase.PENDING
+    phase_since: Timestamp | None = None
+    bound_pool: AllocationRef | None = None
+    assigned_process: AllocationRef | None = None
+    allocated_at: Timestamp | None = None
+    expires_at: Timestamp | None = None
+    message: str | None = None
+    conditions: list[AllocationCondition] = []
+
+
+class EphemeralAllocation(WireStruct):
+    """An ``EphemeralAllocation`` object (namespaced)."""
+
+    api_version: str = API_VERSION
+    kind: str = "EphemeralAllocation"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: AllocationSpec
+    status: AllocationStatus | None = None
+
+    @property
+    def phase(self) -> AllocationPhase:
+        """``status.phase``, Pending when there is no status."""
+        return self.status.phase if self.status is not None else AllocationPhase.PENDING

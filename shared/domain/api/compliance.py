@@ -1,0 +1,44 @@
+"""``spec.compliance``: control-framework bindings — spec/process-crd.md §4.5."""
+
+from __future__ import annotations
+
+from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.wire import WireStruct
+
+__all__ = ["ComplianceBinding", "ComplianceSpec", "VerificationPhase"]
+
+
+class VerificationPhase(ClosedSet):
+    """When a compliance binding is verified. Default ``AtBoundary``."""
+
+    PLAN_TIME = "PlanTime"
+    AT_BOUNDARY = "AtBoundary"
+    POST_CONVERGENCE = "PostConvergence"
+
+    def gates_phase(self) -> ProcessPhase | None:
+        """The phase a failing binding blocks: PlanTime → Execing, AtBoundary → Attested,
+        PostConvergence → None."""
+        if self is VerificationPhase.PLAN_TIME:
+            return ProcessPhase.EXECING
+        if self is VerificationPhase.AT_BOUNDARY:
+            return ProcessPhase.ATTESTED
+        return None
+
+
+class ComplianceBinding(WireStruct):
+    """One control, e.g. ``{framework: nist-800-53, controlId: SC-7}``."""
+
+    framework: str
+    control_id: str
+    phase: VerificationPhase = VerificationPhase.AT_BOUNDARY
+    description: str | None = None
+
+
+class ComplianceSpec(WireStruct):
+    """``spec.compliance`` (§4.5)."""
+
+    baseline: str | None = None
+    """E.g. ``fedramp-moderate``, ``cis-k8s-v1.8``."""
+    bindings: list[ComplianceBinding] = []
+    auto_remediate: bool = False

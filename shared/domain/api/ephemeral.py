@@ -1,0 +1,68 @@
+"""``EphemeralSpec`` (``defephemeral``, a pool's member template) and its lowering.
+
+— spec/lifetime-pool-allocation.md §7.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from shared.domain.api.boundary import Boundary, Condition
+from shared.domain.api.classification import Classification, ConvergencePointType, SubstrateType
+from shared.domain.api.export import ExportSpec
+from shared.domain.api.intent import AplicacaoIntent, Intent
+from shared.domain.api.lifetime import EphemeralLifetime, Lifetime, TeardownPolicy
+from shared.domain.api.process import IdentitySpec, ProcessSpec
+from shared.domain.api.routing import RoutingSpec
+from shared.domain.api.wire import UInt32, WireStruct
+
+__all__ = ["DEFAULT_EPHEMERAL_CLASSIFICATION", "EphemeralSpec"]
+
+DEFAULT_EPHEMERAL_CLASSIFICATION = Classification(point_type=ConvergencePointType.GATE, substrate=SubstrateType.COMPUTE)
+"""Gate / Compute / Bounded / Monotone / Internal (§7.3; the doc's "NonMonotone" is wrong)."""
+
+
+class EphemeralSpec(WireStruct):
+    """A short-lived Aplicacao install (§7.1). Note ``teardown`` (not ``teardownPolicy``)."""
+
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"exports"})
+
+    aplicacao: AplicacaoIntent
+    ttl: str = "1h"
+    teardown: TeardownPolicy = TeardownPolicy.ALWAYS
+    max_concurrent: UInt32 = 1
+    postconditions: list[Condition] = []
+    preconditions: list[Condition] = []
+    verify_timeout: str | None = None
+    classification: Classification | None = None
+    parent: str | None = None
+    exports: list[ExportSpec] = []
+    routing: RoutingSpec | None = None
+
+    def to_process_spec(self) -> ProcessSpec:
+        """Lower to a ProcessSpec exactly as §7.3's table says.
+
+        identity ``{parent}``; classification or Gate/Compute; ``intent.aplicacao`` only;
+        boundary from the conditions with ``verifyTimeout`` as ``timeout``; default
+        compliance, dependsOn and signals; ``lifetime.ephemeral`` from ttl/teardown/
+        maxConcurrent/exports; routing; no encapsulates; not suspended.
+        """
+        return ProcessSpec(
+            identity=IdentitySpec(parent=self.parent),
+            classification=self.classification or DEFAULT_EPHEMERAL_CLASSIFICATION,
+            intent=Intent(aplicacao=self.aplicacao),
+            boundary=Boundary(
+                preconditions=list(self.preconditions),
+                postconditions=list(self.postconditions),
+                timeout=self.verify_timeout,
+            ),
+            lifetime=Lifetime(
+                ephemeral=EphemeralLifetime(
+                    ttl=self.ttl,
+                    teardown_policy=self.teardown,
+                    max_concurrent=self.max_concurrent,
+                    exports=list(self.exports),
+                )
+            ),
+            routing=self.routing,
+        )

@@ -1,0 +1,165 @@
+"""``spec.intent``: what a Process converges to — a tagged union of six variants.
+
+— spec/process-crd.md §4.3; the union rule is lifetime-pool-allocation.md §1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.tagged_union import TaggedUnion
+from shared.domain.api.wire import FreeObject, Int32, WireStruct
+
+__all__ = [
+    "AplicacaoIntent",
+    "ContainerIntent",
+    "FluxIntent",
+    "GuestIntent",
+    "Intent",
+    "IntentKind",
+    "IntentVariant",
+    "LispIntent",
+    "NixIntent",
+    "WorkloadKind",
+]
+
+
+class NixIntent(WireStruct):
+    """Build a flake attribute (``intent.nix``)."""
+
+    flake_ref: str
+    attribute: str
+    system: str | None = None
+    attic_cache: str | None = None
+    extra_args: list[str] = []
+    delegate_to_nix_build: bool = False
+
+
+class FluxIntent(WireStruct):
+    """Render a Flux Kustomization (and optionally a HelmRelease) (``intent.flux``)."""
+
+    git_repository: str
+    path: str
+    git_repository_namespace: str | None = None
+    """Absent → the renderer uses ``flux-system``."""
+    target_namespace: str | None = None
+    decrypt_sops: bool = True
+    helm_chart: str | None = None
+    helm_values: dict[str, Any] | None = None
+    """Map of string → free JSON; keys written sorted."""
+
+
+class LispIntent(WireStruct):
+    """Evaluate tatara-lisp source (``intent.lisp``)."""
+
+    source: str
+    """Raw S-expression text, ``include:<path>`` or ``configmap:<name>/<key>``."""
+    reader: str = "tatara-lisp"
+    version: str = "v1"
+    bindings: dict[str, Any] = {}
+
+
+class WorkloadKind(ClosedSet):
+    """Kind of workload a ContainerIntent renders. Default ``Deployment``."""
+
+    DEPLOYMENT = "Deployment"
+    STATEFUL_SET = "StatefulSet"
+    DAEMON_SET = "DaemonSet"
+    JOB = "Job"
+    CRON_JOB = "CronJob"
+
+    @property
+    def is_batch(self) -> bool:
+        """Job and CronJob."""
+        return self in (WorkloadKind.JOB, WorkloadKind.CRON_JOB)
+
+    @property
+    def api_version(self) -> str:
+        """``batch/v1`` for Job and CronJob, ``apps/v1`` otherwise."""
+        return "batch/v1" if self.is_batch else "apps/v1"
+
+
+class ContainerIntent(WireStruct):
+    """Run an image as a workload (``intent.container``)."""
+
+    image: str
+    replicas: Int32 | None = None
+    command: list[str] = []
+    args: list[str] = []
+    env: dict[str, str] = {}
+    workload_kind: WorkloadKind = WorkloadKind.DEPLOYMENT
+
+
+class AplicacaoIntent(WireStruct):
+    """Install a pleme-io Aplicacao Helm chart via Flux (``intent.aplicacao``).
+
+    ``profile`` is left out on output when ``""``; ``valuesOverlay`` is always
+    written, as ``null`` when unset (§4.3).
+    """
+
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"profile"})
+    _write_null: ClassVar[frozenset[str]] = frozenset({"values_overlay"})
+
+    chart_ref: str
+    """``oci://…`` or ``repo/chart``."""
+    version: str
+    """A Helm semver constraint."""
+    profile: str = ""
+    values_overlay: FreeObject | None = None
+    release_name: str | None = None
+    """Absent → the Process ``metadata.name``."""
+    target_namespace: str | None = None
+    """Absent → the Process namespace."""
+    install_timeout: str | None = None
+    """Humantime duration; absent → ``25m``."""
+
+
+class GuestIntent(WireStruct):
+    """Boot a tatara-vm guest (``intent.guest``); ``spec`` is free JSON."""
+
+    spec: FreeObject
+    state_dir: str | None = None
+    allow_remote_build: bool | None = None
+
+
+class IntentKind(ClosedSet):
+    """The intent slot names, in resolution order (not on the wire)."""
+
+    NIX = "nix"
+    FLUX = "flux"
+    LISP = "lisp"
+    CONTAINER = "container"
+    APLICACAO = "aplicacao"
+    GUEST = "guest"
+
+
+IntentVariant = NixIntent | FluxIntent | LispIntent | ContainerIntent | AplicacaoIntent | GuestIntent
+
+
+class Intent(TaggedUnion):
+    """``spec.intent``: exactly one of six slots must be set (checked at use, §4.3).
+
+    :meth:`variant` raises :class:`~shared.domain.api.tagged_union.EmptyVariantError`
+    ``intent has no variant set (one of nix/flux/lisp/container/aplicacao/guest required)``
+    or :class:`~shared.domain.api.tagged_union.AmbiguousVariantError`
+    ``intent has multiple variants set; exactly one required``.
+    """
+
+    _noun: ClassVar[str] = "intent"
+
+    nix: NixIntent | None = None
+    flux: FluxIntent | None = None
+    lisp: LispIntent | None = None
+    container: ContainerIntent | None = None
+    aplicacao: AplicacaoIntent | None = None
+    guest: GuestIntent | None = None
+
+    def kind(self) -> IntentKind:
+        """The single populated slot. Raises ``VariantError`` (see class doc)."""
+        return IntentKind(self._resolve()[0])
+
+    def variant(self) -> IntentVariant:
+        """The payload of the single populated slot. Raises ``VariantError``."""
+        payload: IntentVariant = self._resolve()[1]
+        return payload

@@ -1,0 +1,215 @@
+"""The ``EphemeralPool`` kind: pre-warmed member Processes and the routing selector.
+
+— spec/lifetime-pool-allocation.md §10 (pool-reconciler.md §2.1, §6).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from shared.domain.api.allocation import AllocationRef, Requestor
+from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.ephemeral import EphemeralSpec
+from shared.domain.api.meta import ObjectMeta
+from shared.domain.api.wire import Timestamp, UInt32, WireStruct
+from shared.domain.group import API_VERSION
+
+__all__ = [
+    "EphemeralPool",
+    "MatchKey",
+    "MemberState",
+    "PoolCondition",
+    "PoolMember",
+    "PoolPhase",
+    "PoolSelector",
+    "PoolSpec",
+    "PoolStatus",
+    "ReplacementPolicy",
+    "ReturnPolicy",
+    "glob_match",
+]
+
+
+class ReturnPolicy(ClosedSet):
+    """What happens to a member after release (§10.4). Default ``Replace``."""
+
+    REPLACE = "Replace"
+    RESET = "Reset"
+    KEEP = "Keep"
+
+    @property
+    def keeps_process(self) -> bool:
+        """Reset and Keep keep the member Process."""
+        return self is not ReturnPolicy.REPLACE
+
+    @property
+    def runs_reset_job(self) -> bool:
+        """Reset only."""
+        return self is ReturnPolicy.RESET
+
+
+class ReplacementPolicy(ClosedSet):
+    """What the desired-count loop does with failed members (§10.5)."""
+
+    REPLACE_IMMEDIATE = "ReplaceImmediate"
+    HOLD_FAILED = "HoldFailed"
+    PAUSE_POOL = "PausePool"
+
+    @property
+    def replaces_failed(self) -> bool:
+        return self is ReplacementPolicy.REPLACE_IMMEDIATE
+
+    @property
+    def pauses_on_failure(self) -> bool:
+        return self is ReplacementPolicy.PAUSE_POOL
+
+
+class MatchKey(NamedTuple):
+    """The routing key of an allocation (§10.3); not on the wire."""
+
+    repo: str
+    branch: str
+    pr_labels: tuple[str, ...]
+    kind: str
+
+    @classmethod
+    def of(cls, requestor: Requestor) -> MatchKey:
+        """Absent repo/branch become ``""``."""
+        return cls(requestor.repo or "", requestor.branch or "", tuple(requestor.pr_labels), requestor.kind)
+
+
+def glob_match(pattern: str, value: str) -> bool:
+    """Selector glob (§10.3): ``""`` matches anything; a trailing ``*`` makes a prefix
+    match (one ``*`` removed); otherwise exact equality."""
+    if not pattern:
+        return True
+    if pattern.endswith("*"):
+        return value.startswith(pattern[:-1])
+    return pattern == value
+
+
+class PoolSelector(WireStruct):
+    """Which allocations a pool serves (§10.3). Empty lists match everything."""
+
+    repos: list[str] = []
+    branches: list[str] = []
+    pr_labels: list[str] = []
+    """Every entry must be among the requestor's labels (AND)."""
+    kinds: list[str] = []
+
+    def matches(self, key: MatchKey) -> bool:
+        """All four clauses of §10.3 hold."""
+        return (
+            (not self.repos or any(glob_match(p, key.repo) for p in self.repos))
+            and (not self.branches or any(glob_match(p, key.branch) for p in self.branches))
+            and all(label in key.pr_labels for label in self.pr_labels)
+            and (not self.kinds or key.kind in self.kinds)
+        )
+
+    @property
+    def specificity(self) -> int:
+        """8·[repos] + 4·[branches] + 2·len(prLabels) + 1·[kinds]; higher wins."""
+        return (
+            (8 if self.repos else 0) + (4 if self.branches else 0) + 2 * len(self.pr_labels) + (1 if self.kinds else 0)
+        )
+
+
+class PoolSpec(WireStruct):
+    """``spec`` of a pool (§10.2)."""
+
+    desired_size: UInt32
+    """Legacy mode: target Free + Spawning members."""
+    min_size: UInt32 = 0
+    max_size: UInt32 = 0
+    return_policy: ReturnPolicy = ReturnPolicy.REPLACE
+    selector: PoolSelector = PoolSelector()
+    template: EphemeralSpec
+    free_ttl: str = "24h"
+    max_allocation_ttl: str = "4h"
+    desired: UInt32 = 0
+    """> 0 selects the desired-count (healthy members) loop."""
+    replacement_policy: ReplacementPolicy = ReplacementPolicy.REPLACE_IMMEDIATE
+    stable_name_claim: bool = False
+
+
+class MemberState(ClosedSet):
+    """State of a pool member, derived from its Process (§10.9). No default."""
+
+    SPAWNING = "Spawning"
+    FREE = "Free"
+    ALLOCATED = "Allocated"
+    RETURNING = "Returning"
+    FAILED = "Failed"
+
+    @property
+    def is_failed(self) -> bool:
+        return self is MemberState.FAILED
+
+    @property
+    def counts_toward_supply(self) -> bool:
+        """Spawning and Free."""
+        return self in (MemberState.SPAWNING, MemberState.FREE)
+
+
+class PoolPhase(ClosedSet):
+    """``status.phase`` of a pool (§10.10). Default ``Initializing``."""
+
+    INITIALIZING = "Initializing"
+    STEADY = "Steady"
+    SCALING_UP = "ScalingUp"
+    SCALING_DOWN = "ScalingDown"
+    DEGRADED = "Degraded"
+    DRAINING = "Draining"
+
+    @property
+    def is_steady(self) -> bool:
+        return self is PoolPhase.STEADY
+
+    @property
+    def is_terminal(self) -> bool:
+        """Draining is absorbing."""
+        return self is PoolPhase.DRAINING
+
+
+class PoolMember(WireStruct):
+    """One row of ``status.members`` (§10.7)."""
+
+    process_name: str
+    state: MemberState
+    entered_state_at: Timestamp
+    allocation_ref: AllocationRef | None = None
+
+
+class PoolCondition(WireStruct):
+    """``status.conditions[]`` (§10.11); all five keys required."""
+
+    type_: str
+    status: str
+    reason: str
+    message: str
+    last_transition_time: Timestamp
+
+
+class PoolStatus(WireStruct):
+    """``status`` of a pool (§10.6)."""
+
+    phase: PoolPhase = PoolPhase.INITIALIZING
+    phase_since: Timestamp | None = None
+    ready_count: UInt32 = 0
+    """Members in Free."""
+    allocated_count: UInt32 = 0
+    spawning_count: UInt32 = 0
+    returning_count: UInt32 = 0
+    members: list[PoolMember] = []
+    message: str | None = None
+    conditions: list[PoolCondition] = []
+
+
+class EphemeralPool(WireStruct):
+    """An ``EphemeralPool`` object (namespaced)."""
+
+    api_version: str = API_VERSION
+    kind: str = "EphemeralPool"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PoolSpec
+    status: PoolStatus | None = None

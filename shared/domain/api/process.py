@@ -1,0 +1,218 @@
+"""The ``Process`` kind: spec, status and the status sub-types.
+
+— spec/process-crd.md §3 (ProcessSpec), §4.1, §4.6, §5 (ProcessStatus).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from shared.domain.api.boundary import Boundary, ConditionKind
+from shared.domain.api.classification import Classification
+from shared.domain.api.compliance import ComplianceSpec
+from shared.domain.api.encapsulates import EncapsulatesSpec
+from shared.domain.api.intent import Intent
+from shared.domain.api.lifetime import Lifetime
+from shared.domain.api.meta import ObjectMeta
+from shared.domain.api.phase import MustReachPhase, ProcessPhase
+from shared.domain.api.routing import RoutingSpec
+from shared.domain.api.signal import ProcessSignal, SignalPolicy
+from shared.domain.api.wire import FreeObject, Int32, Timestamp, UInt32, UInt64, WireStruct
+from shared.domain.group import API_VERSION
+
+__all__ = [
+    "BoundaryStatus",
+    "CheckedCondition",
+    "ComplianceStatus",
+    "DependsOn",
+    "FluxResourceRef",
+    "Identity",
+    "IdentitySpec",
+    "Process",
+    "ProcessAttestation",
+    "ProcessCondition",
+    "ProcessSpec",
+    "ProcessStatus",
+]
+
+# ── spec ──────────────────────────────────────────────────────────────────────
+
+
+class IdentitySpec(WireStruct):
+    """``spec.identity`` (§4.1)."""
+
+    parent: str | None = None
+    """PID path of the parent Process; absent (or empty) → a root."""
+    name_override: str | None = None
+    """Human name used instead of the content hash; trimmed, empty → absent (§8.2)."""
+
+
+class DependsOn(WireStruct):
+    """``spec.dependsOn[]`` (§4.6): another Process that must reach a phase first."""
+
+    name: str
+    namespace: str | None = None
+    """Absent → this Process's namespace."""
+    must_reach: MustReachPhase = MustReachPhase.ATTESTED
+
+
+class ProcessSpec(WireStruct):
+    """``spec`` of a Process (§3.2). Field order is the content-hash order (§9).
+
+    ``lifetime`` is left out on output when both its slots are unset.
+    """
+
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"lifetime"})
+
+    identity: IdentitySpec = IdentitySpec()
+    classification: Classification
+    intent: Intent
+    boundary: Boundary = Boundary()
+    compliance: ComplianceSpec = ComplianceSpec()
+    depends_on: list[DependsOn] = []
+    signals: SignalPolicy = SignalPolicy()
+    lifetime: Lifetime = Lifetime()
+    routing: RoutingSpec | None = None
+    encapsulates: EncapsulatesSpec | None = None
+    suspended: bool = False
+    """Paused as by SIGSTOP; part of the content hash."""
+
+    def problems(self) -> list[str]:
+        """Union errors found in this spec, each prefixed with its field path.
+
+        E.g. ``spec.intent: intent has multiple variants set; exactly one required``.
+        Empty when every tagged union resolves.
+        """
+        found: list[str] = []
+
+        def note(path: str, err: str | None) -> None:
+            if err is not None:
+                found.append(f"{path}: {err}")
+
+        note("spec.intent", self.intent.check())
+        note("spec.lifetime", self.lifetime.check())
+        if self.encapsulates is not None:
+            note("spec.encapsulates.kind", self.encapsulates.kind.check())
+        if self.lifetime.ephemeral is not None:
+            for i, export in enumerate(self.lifetime.ephemeral.exports):
+                note(f"spec.lifetime.ephemeral.exports[{i}].source", export.source.check())
+                note(f"spec.lifetime.ephemeral.exports[{i}].channel", export.channel.check())
+        return found
+
+
+# ── status ────────────────────────────────────────────────────────────────────
+
+
+class Identity(WireStruct, rename=None):
+    """``status.identity`` (§5.6) — the one type with **snake_case** keys."""
+
+    name: str
+    """Name used in PID paths: the override, else the content hash."""
+    content_hash: str
+    """26 lower-case Crockford base32 characters (§8.1)."""
+    name_override: bool
+    """True when ``name`` came from ``spec.identity.nameOverride``."""
+
+
+class ProcessAttestation(WireStruct):
+    """``status.attestation`` (§5.7); hashes are 64 lower-case hex (§11)."""
+
+    artifact_hash: str
+    """Hash of the rendered resources, or ``""`` when nothing was rendered."""
+    control_hash: str | None = None
+    intent_hash: str
+    composed_root: str
+    generation: UInt64
+    """0 for the first attestation, +1 each cycle."""
+    previous_root: str | None = None
+    attested_at: Timestamp
+
+
+class FluxResourceRef(WireStruct):
+    """``status.fluxResources[]`` (§5.3): an object the Process rendered."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+    ready: bool = False
+    message: str | None = None
+    last_check: Timestamp | None = None
+
+
+class CheckedCondition(WireStruct):
+    """``status.boundary.pre/postconditions[]`` (§5.4): a Condition plus its result."""
+
+    _write_null: ClassVar[frozenset[str]] = frozenset({"params"})
+
+    kind: ConditionKind
+    params: FreeObject | None = None
+    satisfied: bool
+    last_check: Timestamp | None = None
+    message: str | None = None
+
+
+class BoundaryStatus(WireStruct):
+    """``status.boundary`` (§5.5)."""
+
+    preconditions: list[CheckedCondition] = []
+    postconditions: list[CheckedCondition] = []
+    deadline: Timestamp | None = None
+
+
+class ComplianceStatus(WireStruct):
+    """``status.compliance`` (§5.5); the three counters are required inside the object."""
+
+    baseline: str | None = None
+    satisfied: UInt32
+    violated: UInt32
+    total: UInt32
+    violations: list[str] = []
+
+
+class ProcessCondition(WireStruct):
+    """``status.conditions[]`` (§5.2), the metav1.Condition shape."""
+
+    type_: str
+    status: str
+    """``"True"``, ``"False"`` or ``"Unknown"``."""
+    last_transition_time: Timestamp
+    reason: str | None = None
+    message: str | None = None
+    observed_generation: int | None = None
+    """Not in the reference; we add it for kstatus (DESIGN.md §4). Omitted when unset."""
+
+
+class ProcessStatus(WireStruct):
+    """``status`` of a Process (§5.1). Every field is optional."""
+
+    pid: str | None = None
+    """Hierarchical PID path, e.g. ``seph.1.7``."""
+    parent: str | None = None
+    children: list[str] = []
+    identity: Identity | None = None
+    phase: ProcessPhase = ProcessPhase.PENDING
+    phase_since: Timestamp | None = None
+    attestation: ProcessAttestation | None = None
+    flux_resources: list[FluxResourceRef] = []
+    boundary: BoundaryStatus = BoundaryStatus()
+    compliance: ComplianceStatus = ComplianceStatus(satisfied=0, violated=0, total=0)
+    signal_queue: list[ProcessSignal] = []
+    conditions: list[ProcessCondition] = []
+    message: str | None = None
+    exit_code: Int32 | None = None
+
+
+class Process(WireStruct):
+    """A ``tatara.pleme.io/v1alpha1`` ``Process`` object (§3.1). Namespaced."""
+
+    api_version: str = API_VERSION
+    kind: str = "Process"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: ProcessSpec
+    status: ProcessStatus | None = None
+
+    @property
+    def phase(self) -> ProcessPhase:
+        """``status.phase``, Pending when there is no status."""
+        return self.status.phase if self.status is not None else ProcessPhase.PENDING

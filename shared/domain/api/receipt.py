@@ -1,0 +1,121 @@
+"""The ``tatara-receipt/v1`` envelope that Jobs write into receipt ConfigMaps.
+
+— spec/lifetime-pool-allocation.md §6. Keys are snake_case and unknown keys are
+rejected (the one strict type).
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any, Final
+
+import msgspec
+import yaml
+
+from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.wire import Timestamp, WireStruct
+from shared.domain.identity import compose_root
+
+__all__ = [
+    "RECEIPT_VERSION",
+    "ReceiptEnvelope",
+    "ReceiptError",
+    "ReceiptKind",
+    "parse_either",
+    "parse_json",
+    "parse_yaml",
+]
+
+RECEIPT_VERSION: Final = "tatara-receipt/v1"
+
+
+class ReceiptKind(ClosedSet):
+    """The known values of the open ``kind`` string (§6.3)."""
+
+    CLOSED_LOOP_AUTH = "closed-loop-auth"
+    DB_MIGRATION = "db-migration"
+    TEST_SUITE = "test-suite"
+    NIX_BUILD = "nix-build"
+
+
+class ReceiptError(ValueError):
+    """A receipt that does not parse or verify; texts as in §6.7, e.g.
+    ``missing required field: intent_hash``."""
+
+
+class ReceiptEnvelope(WireStruct, rename=None, forbid_unknown_fields=True):
+    """A receipt (§6.2): BLAKE3 pillars and their composed root."""
+
+    version: str
+    kind: str
+    composed_root: str
+    intent_hash: str
+    artifact_hash: str
+    control_hash: str
+    """May be ``""`` (absent)."""
+    generated_at: Timestamp
+    process_ref: str | None = None
+    """``<namespace>/<name>``."""
+    evidence: Any = None
+    """Free JSON; left out when null."""
+
+    def known_kind(self) -> ReceiptKind | None:
+        """The ReceiptKind spelled exactly ``kind``, or None."""
+        try:
+            return ReceiptKind.parse(self.kind)
+        except ValueError:
+            return None
+
+    def verify_shape(self) -> None:
+        """Check version, kind, then the three required hashes (§6.4); raise :class:`ReceiptError`."""
+        if self.version != RECEIPT_VERSION:
+            raise ReceiptError(f"version != {RECEIPT_VERSION} (got {_debug_quote(self.version)})")
+        if not self.kind:
+            raise ReceiptError("kind is empty")
+        for key in ("composed_root", "intent_hash", "artifact_hash"):
+            if not getattr(self, key):
+                raise ReceiptError(f"missing required field: {key}")
+
+    def verify_root(self, expected_previous: str | None = None) -> bool:
+        """Recompute the root over the pillars and ``expected_previous`` (constant time)."""
+        want = compose_root(self.artifact_hash, self.control_hash, self.intent_hash, expected_previous)
+        return hmac.compare_digest(want.encode(), self.composed_root.encode())
+
+    def expect_root(self, expected: str | None) -> str:
+        """``composed_root``; raise ``composed_root mismatch (got …, want …)`` when
+        ``expected`` is given and differs."""
+        if expected is not None and expected != self.composed_root:
+            raise ReceiptError(f"composed_root mismatch (got {self.composed_root}, want {expected})")
+        return self.composed_root
+
+
+def _debug_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def parse_json(data: bytes | str) -> ReceiptEnvelope:
+    """Strict JSON parse then :meth:`ReceiptEnvelope.verify_shape`; ``invalid JSON: …`` on failure."""
+    try:
+        envelope = msgspec.json.decode(data, type=ReceiptEnvelope)
+    except msgspec.DecodeError as err:
+        raise ReceiptError(f"invalid JSON: {err}") from None
+    envelope.verify_shape()
+    return envelope
+
+
+def parse_yaml(data: bytes | str) -> ReceiptEnvelope:
+    """As :func:`parse_json` for YAML; ``invalid YAML: …`` on failure."""
+    try:
+        envelope = msgspec.convert(yaml.safe_load(data), ReceiptEnvelope)
+    except (yaml.YAMLError, msgspec.ValidationError) as err:
+        raise ReceiptError(f"invalid YAML: {err}") from None
+    envelope.verify_shape()
+    return envelope
+
+
+def parse_either(data: bytes | str) -> ReceiptEnvelope:
+    """JSON first; on any JSON failure (shape included) YAML, whose error is returned."""
+    try:
+        return parse_json(data)
+    except ReceiptError:
+        return parse_yaml(data)

@@ -1,0 +1,59 @@
+"""``spec.routing``: hostnames, backend and the stable-name claim.
+
+— spec/process-crd.md §4.10 (FQDN forms §10).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from shared.domain.api.wire import Int32, UInt16, WireStruct
+
+__all__ = ["RoutingBackend", "RoutingHostname", "RoutingSpec"]
+
+
+class RoutingHostname(WireStruct):
+    """One hostname: ``<app>.<instance or ephemeral id>.<cluster>.<location>.<domain>``."""
+
+    app: str
+    """A DNS label (§10.2)."""
+    instance: str | None = None
+    """Fixed instance label; empty counts as unset (the ephemeral id is used)."""
+    cluster: str | None = None
+    """Absent → the reconciler's configured cluster."""
+
+    @property
+    def is_named(self) -> bool:
+        """``instance`` is set and non-empty."""
+        return bool(self.instance)
+
+
+class RoutingBackend(WireStruct):
+    """Service the Ingress points at. ``ingressAnnotations`` is left out when empty."""
+
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"ingress_annotations"})
+
+    service: str
+    port: UInt16
+    tls_issuer: str | None = None
+    """cert-manager ClusterIssuer; absent → ``letsencrypt-prod``."""
+    ingress_annotations: dict[str, str] = {}
+
+
+class RoutingSpec(WireStruct):
+    """``spec.routing`` (§4.10)."""
+
+    hostnames: list[RoutingHostname] = []
+    backend: RoutingBackend
+    stable_name_claim: bool = False
+    """Compete for the unprefixed ``<app>.<cluster>…`` name (ProcessTable claims)."""
+    priority: Int32 = 0
+    """Higher wins a claim; negative allowed."""
+
+    @property
+    def has_hostnames(self) -> bool:
+        return bool(self.hostnames)
+
+    def emitted_fqdn_count(self, claim_held: bool) -> int:
+        """``len(hostnames) × (2 if claim_held else 1)``."""
+        return len(self.hostnames) * (2 if claim_held else 1)

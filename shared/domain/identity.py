@@ -1,0 +1,279 @@
+"""Identity hashes: content hash, PIDs, ephemeral ids, attestation roots, slot names.
+
+Byte-exact with the reference — spec/process-crd.md §8–§11, §15 and
+spec/lifetime-pool-allocation.md §0.8, §6.5, §8, §13. Every hash is BLAKE3-256.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Final
+
+from blake3 import blake3
+
+from shared.domain.api.codec import to_wire
+from shared.domain.api.intent import Intent
+from shared.domain.api.process import FluxResourceRef, Identity, ProcessAttestation, ProcessSpec
+from shared.domain.canonical_json import canonical_json
+
+__all__ = [
+    "CROCKFORD_ALPHABET",
+    "DOMAIN_TAG",
+    "EPHEMERAL_ID_HASH_LEN",
+    "InvalidEphemeralIdError",
+    "allocate_pid",
+    "artifact_hash",
+    "attest",
+    "base32_lower",
+    "compose_root",
+    "content_hash",
+    "depth",
+    "derive_identity",
+    "env_id_of",
+    "ephemeral_id",
+    "format_process_address",
+    "intent_canonical_bytes",
+    "intent_hash",
+    "member_process_name",
+    "parent_of",
+    "parse_ephemeral_id",
+    "pid_segments",
+    "slot_slug",
+    "spec_canonical_bytes",
+    "verify_root",
+]
+
+CROCKFORD_ALPHABET: Final = "0123456789abcdefghjkmnpqrstvwxyz"
+"""Crockford's base32 alphabet in lower case: no i, l, o, u (process-crd §8.1)."""
+
+DOMAIN_TAG: Final = b"tatara-process/v1alpha1\n"
+"""Prefix of every composed root (process-crd §11.1, lifetime §6.1)."""
+
+EPHEMERAL_ID_HASH_LEN: Final = 8
+"""Length of an ephemeral id in hex characters (process-crd §10.3)."""
+
+_MEMBER_PREFIX_MAX_BYTES: Final = 237
+"""Pool name cut so ``<prefix>-<slug8>`` stays within 246 bytes (lifetime §13)."""
+
+
+def _blake3_hex(data: bytes) -> str:
+    return str(blake3(data).hexdigest())
+
+
+# ── content hash and identity (§8) ───────────────────────────────────────────
+
+
+def base32_lower(data: bytes) -> str:
+    """Unpadded MSB-first base32 with :data:`CROCKFORD_ALPHABET` (process-crd §8.1 step 5).
+
+    16 bytes give 26 characters; trailing bits are zero-filled into a last character.
+    """
+    out: list[str] = []
+    acc = 0
+    bits = 0
+    for byte in data:
+        acc = (acc << 8) | byte
+        bits += 8
+        while bits >= 5:
+            bits -= 5
+            out.append(CROCKFORD_ALPHABET[(acc >> bits) & 31])
+        acc &= (1 << bits) - 1
+    if bits:
+        out.append(CROCKFORD_ALPHABET[(acc << (5 - bits)) & 31])
+    return "".join(out)
+
+
+def spec_canonical_bytes(spec: ProcessSpec, *, sort_keys: bool = False) -> bytes:
+    """Compact JSON of ``spec`` as the reference serializes it (process-crd §9).
+
+    Declaration order for the content hash; ``sort_keys=True`` for the ephemeral id.
+    """
+    return canonical_json(to_wire(spec), sort_keys=sort_keys)
+
+
+def content_hash(spec: ProcessSpec) -> str:
+    """26-character lower-case Crockford base32 of the first 16 bytes of
+    BLAKE3(declaration-order JSON of ``spec``) — process-crd §8.1."""
+    return base32_lower(blake3(spec_canonical_bytes(spec)).digest()[:16])
+
+
+def derive_identity(spec: ProcessSpec) -> Identity:
+    """``status.identity`` for ``spec`` (process-crd §8.2).
+
+    ``spec.identity.nameOverride``, trimmed, is the name when non-empty; otherwise the
+    content hash is. The hash is always computed (and includes the override).
+    """
+    digest = content_hash(spec)
+    override = (spec.identity.name_override or "").strip()
+    if override:
+        return Identity(name=override, content_hash=digest, name_override=True)
+    return Identity(name=digest, content_hash=digest, name_override=False)
+
+
+def format_process_address(identity: Identity, pid_path: str) -> str:
+    """``<identity.name>.<pid_path>`` (process-crd §8.3)."""
+    return f"{identity.name}.{pid_path}"
+
+
+# ── PID paths (§8.4) ──────────────────────────────────────────────────────────
+
+
+def allocate_pid(identity_name: str, parent: str | None, sequence: int) -> str:
+    """The PID for sequence number ``sequence`` (process-crd §8.4).
+
+    ``<parent>.<seq>`` when ``parent`` is set and non-empty, else ``<identity_name>.<seq>``.
+    E.g. ``allocate_pid("seph", None, 1) == "seph.1"``,
+    ``allocate_pid("x", "seph.1", 7) == "seph.1.7"``.
+    """
+    return f"{parent or identity_name}.{sequence}"
+
+
+def pid_segments(pid: str) -> list[str]:
+    """The dot-separated segments of a PID path; ``[]`` for ``""``."""
+    return pid.split(".") if pid else []
+
+
+def depth(pid: str) -> int:
+    """Number of segments: ``seph.1.7.3`` → 4, ``""`` → 0 (process-crd §8.4)."""
+    return len(pid_segments(pid))
+
+
+def parent_of(pid: str) -> str | None:
+    """Everything before the last ``.``: ``seph.1`` → ``seph``; ``seph`` → None."""
+    head, dot, _ = pid.rpartition(".")
+    return head if dot else None
+
+
+# ── ephemeral id (§10.3, lifetime §8) ────────────────────────────────────────
+
+
+class InvalidEphemeralIdError(ValueError):
+    """Not an 8-character lower-case hex id (lifetime-pool-allocation §8)."""
+
+
+def env_id_of(value: Any) -> str:
+    """First 8 hex characters of BLAKE3 over the sorted-key canonical JSON of plain data."""
+    return _blake3_hex(canonical_json(value, sort_keys=True))[:EPHEMERAL_ID_HASH_LEN]
+
+
+def ephemeral_id(spec: ProcessSpec) -> str:
+    """The per-instance DNS id of a Process: 8 hex of BLAKE3(sorted-key JSON of spec)
+    — process-crd §10.3."""
+    return _blake3_hex(spec_canonical_bytes(spec, sort_keys=True))[:EPHEMERAL_ID_HASH_LEN]
+
+
+def parse_ephemeral_id(text: str) -> str:
+    """Validate an ephemeral env id and return it (lifetime-pool-allocation §8).
+
+    Raises :class:`InvalidEphemeralIdError`:
+    ``ephemeral env id must be 8 chars, got <len>`` or
+    ``ephemeral env id must be lowercase hex [0-9a-f], got "<s>"``.
+    """
+    length = len(text.encode("utf-8"))
+    if length != EPHEMERAL_ID_HASH_LEN:
+        raise InvalidEphemeralIdError(f"ephemeral env id must be 8 chars, got {length}")
+    if any(c not in "0123456789abcdef" for c in text):
+        raise InvalidEphemeralIdError(f'ephemeral env id must be lowercase hex [0-9a-f], got "{text}"')
+    return text
+
+
+# ── attestation (§11, lifetime §6.5) ──────────────────────────────────────────
+
+
+def compose_root(artifact: str, control: str | None, intent: str, previous: str | None) -> str:
+    """64-hex BLAKE3 of ``DOMAIN_TAG ‖ artifact \\n control \\n intent \\n previous``.
+
+    Absent (or empty) control / previous hash as ``""``; the hash strings are hashed
+    as UTF-8 text — process-crd §11.1, lifetime-pool-allocation §6.5.
+    """
+    data = b"".join(
+        (
+            DOMAIN_TAG,
+            artifact.encode(),
+            b"\n",
+            (control or "").encode(),
+            b"\n",
+            intent.encode(),
+            b"\n",
+            (previous or "").encode(),
+        )
+    )
+    return _blake3_hex(data)
+
+
+def verify_root(attestation: ProcessAttestation) -> bool:
+    """Recompute ``composedRoot`` and compare in constant time (process-crd §11.1)."""
+    want = compose_root(
+        attestation.artifact_hash,
+        attestation.control_hash,
+        attestation.intent_hash,
+        attestation.previous_root,
+    )
+    return hmac.compare_digest(want.encode(), attestation.composed_root.encode())
+
+
+def intent_hash(intent: Intent) -> str:
+    """64-hex BLAKE3 of the whole ``spec.intent`` object's declaration-order JSON,
+    outer variant key included (``{"nix":{…}}``) — process-crd §11.2."""
+    return _blake3_hex(canonical_json(to_wire(intent)))
+
+
+def intent_canonical_bytes(intent: Intent) -> bytes:
+    """Compact JSON of the populated variant's inner object (process-crd §4.3);
+    empty bytes when the intent has no single variant."""
+    populated = intent.populated()
+    if len(populated) != 1:
+        return b""
+    return canonical_json(to_wire(populated[0][1]))
+
+
+def artifact_hash(refs: Iterable[FluxResourceRef]) -> str:
+    """64-hex BLAKE3 over ``apiVersion/kind/namespace/name\\n`` per ref, in order;
+    ``""`` when there are none — process-crd §11.3."""
+    lines = [f"{r.api_version}/{r.kind}/{r.namespace}/{r.name}\n" for r in refs]
+    if not lines:
+        return ""
+    return _blake3_hex("".join(lines).encode())
+
+
+def attest(
+    *,
+    artifact: str,
+    control: str | None,
+    intent: str,
+    previous: ProcessAttestation | None,
+    now: datetime,
+) -> ProcessAttestation:
+    """The next ``status.attestation`` (process-crd §11.1 chaining).
+
+    Generation 0 with no previousRoot when ``previous`` is None; otherwise
+    ``previous.generation + 1`` chained on ``previous.composedRoot``. An empty
+    ``control`` counts as absent.
+    """
+    control = control or None
+    previous_root = previous.composed_root if previous is not None else None
+    return ProcessAttestation(
+        artifact_hash=artifact,
+        control_hash=control,
+        intent_hash=intent,
+        composed_root=compose_root(artifact, control, intent, previous_root),
+        generation=previous.generation + 1 if previous is not None else 0,
+        previous_root=previous_root,
+        attested_at=now,
+    )
+
+
+# ── pool member names (lifetime §13) ─────────────────────────────────────────
+
+
+def slot_slug(pool_uid: str, slot: int) -> str:
+    """8 hex of BLAKE3(uid ‖ 0x0A ‖ slot as 4 big-endian bytes) — lifetime-pool-allocation §13."""
+    return _blake3_hex(pool_uid.encode() + b"\n" + slot.to_bytes(4, "big"))[:8]
+
+
+def member_process_name(pool_name: str, pool_uid: str | None, slot: int) -> str:
+    """``<pool name cut to 237 bytes>-<slot_slug>``; the uid falls back to the pool name."""
+    prefix = pool_name.encode()[:_MEMBER_PREFIX_MAX_BYTES].decode("utf-8", "ignore")
+    return f"{prefix}-{slot_slug(pool_uid or pool_name, slot)}"

@@ -1,0 +1,421 @@
+"""The four generated tatara CRDs: drift, structural-schema invariants, names and columns.
+
+Expected names, scopes, short names and printer columns are copied by hand from
+../shared/spec/process-crd.md §1 and lifetime-pool-allocation.md §10.1 / §11.1. The
+reference's stale chart CRDs (tests/fixtures/upstream-tatara/crds, descriptions stripped)
+must be a subset of ours: every property path they declare exists in our schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tools.crd import generated_files, walk_schema
+from tools.gen_crds import drift
+
+ROOT = Path(__file__).resolve().parents[3]
+UPSTREAM = ROOT / "tests" / "fixtures" / "upstream-tatara" / "crds"
+
+FILES = {
+    "Process": "charts/tatara-reconciler/crds/processes.yaml",
+    "ProcessTable": "charts/tatara-reconciler/crds/processtables.yaml",
+    "EphemeralPool": "charts/tatara-pool-reconciler/crds/ephemeralpools.yaml",
+    "EphemeralAllocation": "charts/tatara-pool-reconciler/crds/ephemeralallocations.yaml",
+}
+
+# kind → (plural, singular, shortNames, scope)
+NAMES = {
+    "Process": ("processes", "process", ["proc"], "Namespaced"),
+    "ProcessTable": ("processtables", "processtable", ["pt"], "Cluster"),
+    "EphemeralPool": ("ephemeralpools", "ephemeralpool", ["epool"], "Namespaced"),
+    "EphemeralAllocation": ("ephemeralallocations", "ephemeralallocation", ["ealloc"], "Namespaced"),
+}
+
+# kind → [(name, type, jsonPath)] in order
+COLUMNS = {
+    "Process": [
+        ("PID", "string", ".status.pid"),
+        ("Phase", "string", ".status.phase"),
+        ("Type", "string", ".spec.classification.pointType"),
+        ("Substrate", "string", ".spec.classification.substrate"),
+        ("Gen", "integer", ".status.attestation.generation"),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ],
+    "ProcessTable": [
+        ("Procs", "integer", ".status.processCount"),
+        ("Ready", "integer", ".status.readyCount"),
+        ("NextPID", "integer", ".spec.nextSequence"),
+        ("Depth", "integer", ".spec.maxDepth"),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ],
+    "EphemeralPool": [
+        ("Desired", "integer", ".spec.desiredSize"),
+        ("Ready", "integer", ".status.readyCount"),
+        ("Allocated", "integer", ".status.allocatedCount"),
+        ("Phase", "string", ".status.phase"),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ],
+    "EphemeralAllocation": [
+        ("Pool", "string", ".spec.poolRef.name"),
+        ("Phase", "string", ".status.phase"),
+        ("Process", "string", ".status.assignedProcess.name"),
+        ("Requestor", "string", ".spec.requestor.kind"),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ],
+}
+
+_CONDITION_PARAMS = ("preconditions[].params", "postconditions[].params")
+
+# Free JSON per process-crd.md §2.6 (params, valuesOverlay, guest.spec, the values of
+# helmValues and of lisp bindings) and lifetime-pool-allocation.md §7.2 (the pool template).
+PRESERVE_UNKNOWN = {
+    "Process": {
+        *(f".spec.boundary.{p}" for p in _CONDITION_PARAMS),
+        ".spec.intent.flux.helmValues",
+        ".spec.intent.lisp.bindings",
+        ".spec.intent.aplicacao.valuesOverlay",
+        ".spec.intent.guest.spec",
+        *(f".status.boundary.{p}" for p in _CONDITION_PARAMS),
+    },
+    "ProcessTable": set(),
+    "EphemeralPool": {
+        *(f".spec.template.{p}" for p in _CONDITION_PARAMS),
+        ".spec.template.aplicacao.valuesOverlay",
+    },
+    "EphemeralAllocation": set(),
+}
+
+# Fields our encoder writes as `null` when unset (the reference writes them "always").
+NULLABLE = {
+    "Process": {
+        *(f".spec.boundary.{p}" for p in _CONDITION_PARAMS),
+        ".spec.intent.aplicacao.valuesOverlay",
+        *(f".status.boundary.{p}" for p in _CONDITION_PARAMS),
+    },
+    "ProcessTable": set(),
+    "EphemeralPool": {
+        *(f".spec.template.{p}" for p in _CONDITION_PARAMS),
+        ".spec.template.aplicacao.valuesOverlay",
+    },
+    "EphemeralAllocation": set(),
+}
+
+
+@pytest.fixture(scope="module")
+def generated() -> dict[str, str]:
+    return generated_files()
+
+
+@pytest.fixture(scope="module")
+def docs(generated: dict[str, str]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for text in generated.values():
+        doc = yaml.safe_load(text)
+        out[doc["spec"]["names"]["kind"]] = doc
+    return out
+
+
+def _root(doc: Mapping[str, Any]) -> dict[str, Any]:
+    (version,) = doc["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _all_dicts(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _all_dicts(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _all_dicts(value, f"{path}/{i}")
+
+
+def _junction_branches(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _all_keys(node: Any) -> Iterator[str]:
+    """Every mapping key in a value validation (the contents of ``required`` lists excluded)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key
+            if key != "required":
+                yield from _all_keys(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _all_keys(value)
+
+
+KINDS = list(FILES)
+
+
+def test_one_file_per_kind_in_the_owning_chart(generated: dict[str, str]) -> None:
+    assert sorted(generated) == sorted(FILES.values())
+
+
+def test_checked_in_crds_match_the_models() -> None:
+    diffs = drift(ROOT)
+    assert not diffs, "checked-in CRDs drifted; run `python -m tools.gen_crds`:\n" + "\n".join(diffs.values())
+
+
+def test_generation_is_deterministic(generated: dict[str, str]) -> None:
+    assert generated_files() == generated
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_names_scope_and_group_follow_the_spec(docs: dict[str, dict[str, Any]], kind: str) -> None:
+    doc = docs[kind]
+    plural, singular, short, scope = NAMES[kind]
+    assert doc["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert doc["metadata"]["name"] == f"{plural}.tatara.pleme.io"
+    assert doc["spec"]["group"] == "tatara.pleme.io"
+    assert doc["spec"]["scope"] == scope
+    assert doc["spec"]["names"] == {
+        "kind": kind,
+        "plural": plural,
+        "singular": singular,
+        "shortNames": short,
+        "categories": [],
+    }
+    (version,) = doc["spec"]["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_printer_columns_follow_the_spec(docs: dict[str, dict[str, Any]], kind: str) -> None:
+    (version,) = docs[kind]["spec"]["versions"]
+    got = [(c["name"], c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+    assert got == COLUMNS[kind]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_names_and_columns_equal_the_reference_crd(docs: dict[str, dict[str, Any]], kind: str) -> None:
+    ref = yaml.safe_load((UPSTREAM / Path(FILES[kind]).name).read_text())
+    ours = docs[kind]
+    assert ours["metadata"]["name"] == ref["metadata"]["name"]
+    assert ours["spec"]["scope"] == ref["spec"]["scope"]
+    for key in ("kind", "plural", "singular", "shortNames", "categories"):
+        assert ours["spec"]["names"][key] == ref["spec"]["names"][key], key
+    (ref_version,) = ref["spec"]["versions"]
+    (our_version,) = ours["spec"]["versions"]
+    assert our_version["additionalPrinterColumns"] == ref_version["additionalPrinterColumns"]
+    assert our_version["subresources"] == ref_version["subresources"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_property_of_the_reference_schema_exists_in_ours(docs: dict[str, dict[str, Any]], kind: str) -> None:
+    ref = yaml.safe_load((UPSTREAM / Path(FILES[kind]).name).read_text())
+    ours = dict(walk_schema(_root(docs[kind])))
+    missing = []
+    narrower_enums = []
+    for path, node in walk_schema(_root(ref)):
+        if path not in ours:
+            missing.append(path)
+        elif "enum" in node and not set(node["enum"]) <= set(ours[path].get("enum", node["enum"])):
+            narrower_enums.append(path)
+    assert not missing
+    assert not narrower_enums
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        ("Process", ".spec.routing.backend.port"),
+        ("Process", ".spec.routing.hostnames[].app"),
+        ("Process", ".spec.encapsulates.kind.existingHelmRelease.releaseName"),
+        ("Process", ".spec.encapsulates.mode"),
+        ("Process", ".spec.lifetime.ephemeral.exports[].source.testReport.configmap"),
+        ("Process", ".spec.lifetime.ephemeral.exports[].channel.natsSubject.subject"),
+        ("ProcessTable", ".status.claims.*.holder"),
+        ("EphemeralPool", ".spec.desired"),
+        ("EphemeralPool", ".spec.replacementPolicy"),
+        ("EphemeralPool", ".spec.stableNameClaim"),
+        ("EphemeralPool", ".spec.template.exports"),
+        ("EphemeralPool", ".spec.template.routing"),
+    ],
+)
+def test_fields_missing_from_the_stale_reference_crds_are_present(
+    docs: dict[str, dict[str, Any]], kind: str, path: str
+) -> None:
+    assert path in dict(walk_schema(_root(docs[kind])))
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [("Process", ".status.phase"), ("ProcessTable", ".status.processes[].phase")],
+)
+def test_process_phase_enums_include_releasing(docs: dict[str, dict[str, Any]], kind: str, path: str) -> None:
+    node = dict(walk_schema(_root(docs[kind])))[path]
+    assert node["enum"] == [
+        "Pending",
+        "Forking",
+        "Execing",
+        "Running",
+        "Attested",
+        "Reconverging",
+        "Releasing",
+        "Exiting",
+        "Failed",
+        "Zombie",
+        "Reaped",
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_schema_is_structural(docs: dict[str, dict[str, Any]], kind: str) -> None:
+    """apiextensions.k8s.io/v1 structural rules: a type everywhere except free JSON, no $ref,
+    oneOf/anyOf/allOf/not only as value validations (nothing but `required` inside),
+    required ⊆ properties, no additionalProperties next to properties."""
+    root = _root(docs[kind])
+    for where, node in _all_dicts(root):
+        assert "$ref" not in node
+        for junction in ("oneOf", "anyOf", "allOf", "not"):
+            for branch in _junction_branches(node.get(junction)):
+                assert set(_all_keys(branch)) <= {"required", "anyOf", "not", "oneOf"}, f"{where}: {junction}"
+    for path, node in walk_schema(root):
+        free = node.get("x-kubernetes-preserve-unknown-fields") or node.get("x-kubernetes-int-or-string")
+        assert "type" in node or free, f"{path} has no type"
+        props = node.get("properties", {})
+        assert set(node.get("required", [])) <= set(props), path
+        assert not ("properties" in node and "additionalProperties" in node), path
+        if node.get("type") == "array":
+            assert "items" in node, path
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_preserve_unknown_fields_only_at_free_json_nodes(docs: dict[str, dict[str, Any]], kind: str) -> None:
+    found = {path for path, node in walk_schema(_root(docs[kind])) if node.get("x-kubernetes-preserve-unknown-fields")}
+    assert found == PRESERVE_UNKNOWN[kind]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nullable_only_where_our_encoder_writes_null(docs: dict[str, dict[str, Any]], kind: str) -> None:
+    found = {path for path, node in walk_schema(_root(docs[kind])) if node.get("nullable")}
+    assert found == NULLABLE[kind]
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "fmt", "low", "high"),
+    [
+        ("Process", ".spec.signals.sigtermGraceSeconds", "int64", 0, 2**32 - 1),
+        ("Process", ".spec.routing.backend.port", "int32", 0, 65535),
+        ("Process", ".spec.routing.priority", "int32", -(2**31), 2**31 - 1),
+        ("Process", ".spec.intent.container.replicas", "int32", -(2**31), 2**31 - 1),
+        ("Process", ".status.attestation.generation", "int64", 0, None),
+        ("Process", ".status.exitCode", "int32", -(2**31), 2**31 - 1),
+        ("ProcessTable", ".spec.nextSequence", "int64", 0, 2**32 - 1),
+        ("ProcessTable", ".status.claims.*.priority", "int32", -(2**31), 2**31 - 1),
+        ("EphemeralPool", ".spec.desiredSize", "int64", 0, 2**32 - 1),
+        ("EphemeralAllocation", ".spec.requestor.prNumber", "int64", 0, None),
+    ],
+)
+def test_integer_bounds_follow_the_rust_types_with_formats_the_api_server_knows(
+    docs: dict[str, dict[str, Any]], kind: str, path: str, fmt: str, low: int, high: int | None
+) -> None:
+    """u16/u32/u64/i32 (process-crd.md §2.5) as bounds; format int32 or int64 (the reference's
+    uint32 & co. are "unrecognized format" to the API server)."""
+    node = dict(walk_schema(_root(docs[kind])))[path]
+    assert node["type"] == "integer"
+    assert node["format"] == fmt
+    assert node["minimum"] == low
+    assert node.get("maximum") == high
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "required"),
+    [
+        ("Process", "", ["spec"]),
+        ("Process", ".spec", ["classification", "intent"]),
+        ("Process", ".spec.classification", ["pointType", "substrate"]),
+        ("Process", ".spec.intent.aplicacao", ["chartRef", "version"]),
+        ("Process", ".status.boundary.preconditions[]", ["kind", "satisfied"]),
+        ("ProcessTable", ".spec", None),
+        # The reference requires both counters; our model defaults them to 0 so that a status
+        # holding only claims (server-side applied) is valid (process-crd.md §17 q9).
+        ("ProcessTable", ".status", None),
+        ("EphemeralPool", ".spec", ["desiredSize", "template"]),
+        ("EphemeralAllocation", ".spec", ["requestor"]),
+    ],
+)
+def test_required_lists_follow_the_spec(
+    docs: dict[str, dict[str, Any]], kind: str, path: str, required: list[str] | None
+) -> None:
+    node = dict(walk_schema(_root(docs[kind])))[path]
+    assert node.get("required") == required
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "noun", "exactly_one"),
+    [
+        ("Process", ".spec.intent", "intent", True),
+        ("Process", ".spec.lifetime", "lifetime", False),
+        ("Process", ".spec.encapsulates.kind", "encapsulation kind", True),
+    ],
+)
+def test_tagged_unions_carry_cel_rules_with_the_model_error_texts(
+    docs: dict[str, dict[str, Any]], kind: str, path: str, noun: str, exactly_one: bool
+) -> None:
+    node = dict(walk_schema(_root(docs[kind])))[path]
+    messages = [rule["message"] for rule in node["x-kubernetes-validations"]]
+    slots = "/".join(node["properties"])
+    if exactly_one:
+        assert messages == [
+            f"{noun} has no variant set (one of {slots} required)",
+            f"{noun} has multiple variants set; exactly one required",
+        ]
+    else:
+        assert messages == [f"{noun} has multiple variants set; at most one required"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        ("Process", ".spec.lifetime.ephemeral.exports[].source"),
+        ("Process", ".spec.lifetime.ephemeral.exports[].channel"),
+        ("EphemeralPool", ".spec.template.exports[].source"),
+        ("EphemeralPool", ".spec.template.exports[].channel"),
+    ],
+)
+def test_tagged_unions_inside_lists_use_one_of(docs: dict[str, dict[str, Any]], kind: str, path: str) -> None:
+    node = dict(walk_schema(_root(docs[kind])))[path]
+    assert "x-kubernetes-validations" not in node
+    assert node["oneOf"] == [{"required": [slot]} for slot in node["properties"]]
+
+
+def test_no_cel_rule_sits_inside_a_list_or_map(docs: dict[str, dict[str, Any]]) -> None:
+    """The API server multiplies a rule's cost by the enclosing lists' possible length."""
+    for kind, doc in docs.items():
+        for path, node in walk_schema(_root(doc)):
+            if "x-kubernetes-validations" in node:
+                assert "[]" not in path, f"{kind} {path}"
+                assert ".*" not in path, f"{kind} {path}"
+
+
+def test_defaults_follow_the_spec(docs: dict[str, dict[str, Any]]) -> None:
+    process = dict(walk_schema(_root(docs["Process"])))
+    assert process[".spec.signals.sigtermGraceSeconds"]["default"] == 480
+    assert process[".spec.signals.sigkillForce"]["default"] is True
+    assert process[".spec.intent.flux.decryptSops"]["default"] is True
+    assert process[".spec.intent.lisp.reader"]["default"] == "tatara-lisp"
+    assert process[".status.phase"]["default"] == "Pending"
+    # left out on output when empty/default, so no server-side default either
+    assert "default" not in process[".spec.lifetime"]
+    assert "default" not in process[".spec.lifetime.ephemeral.exports"]
+    assert "default" not in process[".spec.intent.aplicacao.profile"]
+    table = dict(walk_schema(_root(docs["ProcessTable"])))
+    assert table[".spec.nextSequence"]["default"] == 1
+    assert table[".spec.zombieTimeoutSeconds"]["default"] == 600
+    assert table[".spec.orphanReapingEnabled"]["default"] is True
+    pool = dict(walk_schema(_root(docs["EphemeralPool"])))
+    assert pool[".spec.replacementPolicy"]["default"] == "ReplaceImmediate"
+    assert pool[".spec.freeTtl"]["default"] == "24h"
+    assert pool[".spec.maxAllocationTtl"]["default"] == "4h"

@@ -1,0 +1,374 @@
+"""Run etcd + kube-apiserver (+ kube-controller-manager) on loopback, as envtest does.
+
+Flags, readiness and shutdown follow ../shared/notes/local-control-plane.md §3 and §5:
+free loopback ports, generated certificates, an admin client certificate in
+``system:masters``, ``--authorization-mode=RBAC``, readiness on ``/readyz``, every
+process in its own process group, SIGTERM then SIGKILL after a grace period,
+apiserver stopped before etcd, temp directory removed. Each child also gets
+``PR_SET_PDEATHSIG`` so it dies with its parent even if the parent is SIGKILLed (when
+started from the main thread: the signal is tied to the forking thread).
+
+kube-controller-manager runs only the garbage-collector, namespace and serviceaccount
+controllers, so ownerReference cascades and namespace deletion are real (notes §4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from tools.controlplane.build import Toolchain
+from tools.controlplane.pki import CertificateAuthority, service_account_signing_key
+
+log = logging.getLogger(__name__)
+
+ADMIN_USER = "admin"
+ADMIN_GROUPS = ("system:masters",)
+CONTROLLERS = ("garbage-collector-controller", "namespace-controller", "serviceaccount-controller")
+"""kube-controller-manager controllers started (notes §5)."""
+
+START_TIMEOUT = 90.0
+"""Seconds to wait for each component to become ready (2-core CI; notes §3.4 suggests 60)."""
+
+STOP_GRACE = 20.0
+"""Seconds between SIGTERM and SIGKILL on shutdown (envtest's default)."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+class ControlPlaneError(RuntimeError):
+    """A component exited early or did not become ready; the message has its log tail."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (racy; callers retry the start)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class _Component:
+    name: str
+    args: list[str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log.debug("starting %s: %s", self.name, " ".join(self.args))
+        # PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it is only safe from the
+        # main thread; a component (re)started from a worker thread relies on stop() alone.
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen(
+                self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=_die_with_parent if on_main_thread else None,
+            )
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@dataclass
+class LocalControlPlane:
+    """etcd + kube-apiserver (+ kube-controller-manager) on loopback.
+
+    Use as a context manager, or call :meth:`start` / :meth:`stop`. After start,
+    :attr:`kubeconfig` is a kubeconfig file for the admin user (``system:masters``)
+    and :attr:`server` is the API server's ``https://127.0.0.1:<port>`` URL.
+
+    Args:
+        toolchain: where the binaries are; built on first use.
+        controller_manager: also run kube-controller-manager (GC, namespaces, SAs).
+        work_dir: parent for the temp directory (default: the system temp dir).
+    """
+
+    toolchain: Toolchain = field(default_factory=Toolchain.default)
+    controller_manager: bool = True
+    work_dir: Path | None = None
+    server: str = ""
+    etcd_url: str = ""
+    dir: Path = field(default=Path())
+    _ca: CertificateAuthority | None = None
+    _components: list[_Component] = field(default_factory=list)
+
+    # -- public --------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig written at start."""
+        return self.dir / "kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.dir / "ca.crt"
+
+    def kubeconfig_for(self, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """Write and return a kubeconfig authenticating as ``user`` in ``groups`` by client cert."""
+        if self._ca is None:
+            raise ControlPlaneError("control plane not started")
+        pair = self._ca.issue_client(user, groups)
+        safe = "".join(c if c.isalnum() else "-" for c in user)
+        cert, key = pair.write(self.dir, f"user-{safe}")
+        path = self.dir / f"kubeconfig-{safe}"
+        self._write_kubeconfig(path, user, cert, key)
+        return path
+
+    def start(self, attempts: int = 3) -> LocalControlPlane:
+        """Build binaries if missing, start every component, wait until ready.
+
+        Retries the whole start up to ``attempts`` times (free-port races).
+
+        Raises:
+            tools.controlplane.build.BuildError: the Go build failed.
+            ControlPlaneError: a component did not become ready on the last attempt.
+        """
+        self.toolchain.ensure_built()
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start_once()
+                return self
+            except ControlPlaneError:
+                self.stop()
+                if attempt == attempts:
+                    raise
+                log.warning("control plane start failed (attempt %d), retrying", attempt)
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        """Stop components in reverse start order (apiserver before etcd); remove the temp dir."""
+        for component in reversed(self._components):
+            component.stop()
+        self._components.clear()
+        if self.dir != Path() and self.dir.exists():
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = Path()
+
+    def __enter__(self) -> LocalControlPlane:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver (SIGTERM) and start it again on the same port; wait for ``/readyz``.
+
+        Clients see their connections drop and watches end, as in a control-plane upgrade.
+        The new apiserver's watch cache starts at etcd's current revision.
+        """
+        component = self._component("kube-apiserver")
+        component.stop()
+        component.start()
+        self._wait(component, lambda: _http_ok(f"{self.server}/readyz", self._admin_ssl()))
+
+    @contextlib.contextmanager
+    def apiserver_paused(self) -> Iterator[None]:
+        """SIGSTOP kube-apiserver for the ``with`` block: connections stay open, no byte flows."""
+        proc = self._component("kube-apiserver").process
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (through etcd's JSON gateway).
+
+        Watches from an older resourceVersion that reach etcd then fail with 410 Gone.
+        Returns the revision compacted to.
+        """
+        header = _post_json(f"{self.etcd_url}/v3/kv/range", {"key": "AA=="})["header"]
+        revision = int(header["revision"])
+        _post_json(f"{self.etcd_url}/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+    def _component(self, name: str) -> _Component:
+        for component in self._components:
+            if component.name == name:
+                return component
+        raise ControlPlaneError(f"{name} is not running")
+
+    def _admin_ssl(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        ctx.load_cert_chain(str(self.dir / "admin.crt"), str(self.dir / "admin.key"))
+        return ctx
+
+    def pids(self) -> list[int]:
+        """PIDs of the running component processes."""
+        return [c.process.pid for c in self._components if c.process and c.process.poll() is None]
+
+    # -- internals -------------------------------------------------------------------
+
+    def _start_once(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="tatara-cp-", dir=self.work_dir))
+        d = self.dir
+        ca = self._ca = CertificateAuthority()
+        self.ca_file.write_bytes(ca.cert_pem)
+        serving_cert, serving_key = ca.issue_server(["localhost", "127.0.0.1"]).write(d, "apiserver")
+        admin_cert, admin_key = ca.issue_client(ADMIN_USER, ADMIN_GROUPS).write(d, "admin")
+        sa_private, sa_public = service_account_signing_key()
+        (d / "sa.key").write_bytes(sa_private)
+        (d / "sa.pub").write_bytes(sa_public)
+
+        etcd_client, etcd_peer, api_port = free_port(), free_port(), free_port()
+        etcd_url = self.etcd_url = f"http://127.0.0.1:{etcd_client}"
+        self.server = f"https://127.0.0.1:{api_port}"
+        self._write_kubeconfig(self.kubeconfig, ADMIN_USER, admin_cert, admin_key)
+        (d / "etcd").mkdir()
+
+        etcd = self._launch("etcd", [
+            str(self.toolchain.binary("etcd")),
+            f"--data-dir={d / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ])
+        self._wait(etcd, lambda: _http_ok(f"{etcd_url}/health"))
+
+        apiserver = self._launch("kube-apiserver", [
+            str(self.toolchain.binary("kube-apiserver")),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--cert-dir={d}",
+            f"--tls-cert-file={serving_cert}",
+            f"--tls-private-key-file={serving_key}",
+            f"--client-ca-file={self.ca_file}",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer={self.server}/",
+            f"--service-account-signing-key-file={d / 'sa.key'}",
+            f"--service-account-key-file={d / 'sa.pub'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+            "-v=1",
+        ])
+        ssl_ctx = self._admin_ssl()
+        self._wait(apiserver, lambda: _http_ok(f"{self.server}/readyz", ssl_ctx))
+
+        if self.controller_manager:
+            kcm_port = free_port()
+            kcm_cert, kcm_key = ca.issue_client("system:kube-controller-manager", ADMIN_GROUPS).write(d, "kcm")
+            kcm_config = d / "kubeconfig-kcm"
+            self._write_kubeconfig(kcm_config, "system:kube-controller-manager", kcm_cert, kcm_key)
+            kcm = self._launch("kube-controller-manager", [
+                str(self.toolchain.binary("kube-controller-manager")),
+                f"--kubeconfig={kcm_config}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={kcm_port}",
+                f"--cert-dir={d / 'kcm-certs'}",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                "-v=1",
+            ])
+            insecure = ssl.create_default_context()
+            insecure.check_hostname = False
+            insecure.verify_mode = ssl.CERT_NONE
+            self._wait(kcm, lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure))
+
+    def _launch(self, name: str, args: list[str]) -> _Component:
+        component = _Component(name, args, self.dir / f"{name}.log")
+        component.start()
+        self._components.append(component)
+        return component
+
+    def _wait(self, component: _Component, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            proc = component.process
+            if proc is not None and proc.poll() is not None:
+                raise ControlPlaneError(
+                    f"{component.name} exited with {proc.returncode}:\n{component.log_tail()}")
+            if ready():
+                return
+            time.sleep(0.1)
+        raise ControlPlaneError(f"{component.name} not ready after {START_TIMEOUT:.0f} s:\n{component.log_tail()}")
+
+    def _write_kubeconfig(self, path: Path, user: str, cert: Path, key: Path) -> None:
+        config: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "tatara-local", "cluster": {
+                "server": self.server, "certificate-authority": str(self.ca_file)}}],
+            "users": [{"name": user, "user": {
+                "client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": "tatara-local", "context": {"cluster": "tatara-local", "user": user}}],
+            "current-context": "tatara-local",
+        }
+        path.touch(mode=0o600)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        result: dict[str, Any] = json.loads(resp.read())
+        return result
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
+            return int(resp.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def running(**kwargs: Any) -> Iterator[LocalControlPlane]:
+    """``with running() as cp:`` — a started :class:`LocalControlPlane`, stopped on exit."""
+    plane = LocalControlPlane(**kwargs)
+    try:
+        yield plane.start()
+    finally:
+        plane.stop()
