@@ -31,9 +31,8 @@ from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
 from tools.controlplane.helm import Helm
-from tools.crds import all_crds
+from tools.crds import all_crds, install_crds
 from tools.standins.flux import FluxStandIn
-from tools.up import install_crds
 
 pytestmark = pytest.mark.anyio
 

@@ -27,7 +27,7 @@ from shared.domain.api.codec import (
     decode_table,
 )
 from shared.domain.group import GROUP, VERSION
-from tests.support.kube import api_client, install_crds_async, load_yaml_docs, wait_for
+from tests.support.kube import api_client, install_crds_async, load_yaml_docs
 from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
@@ -39,25 +39,12 @@ EXAMPLES = sorted((ROOT / "tests" / "fixtures" / "upstream-tatara" / "examples")
 
 @pytest.fixture(scope="module")
 async def tatara_crds(control_plane: LocalControlPlane) -> list[dict[str, Any]]:
-    """Install the chart CRDs; wait until each is Established *and* its storage serves a LIST
-    (right after Established the API server may still answer 429 "storage is (re)initializing")."""
+    """Install the chart CRDs; :func:`tools.crds.install_crds` waits until each is Established *and*
+    its storage serves a LIST."""
     docs = [doc for path in CRD_FILES for doc in load_yaml_docs(path)]
     api = await api_client(control_plane.kubeconfig)
     try:
         await install_crds_async(api, docs)
-        objects = client.CustomObjectsApi(api)
-        for doc in docs:
-
-            async def served(plural: str = doc["spec"]["names"]["plural"]) -> bool:
-                try:
-                    await objects.list_cluster_custom_object(GROUP, VERSION, plural, limit=1)
-                except ApiException as err:
-                    if err.status in (404, 429, 503):
-                        return False
-                    raise
-                return True
-
-            await wait_for(served, timeout=60, what=f"{doc['metadata']['name']} served")
     finally:
         await api.close()
     return docs

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.kube import THIRD_PARTY_CRDS, load_yaml_docs
+from tests.support.kube import load_yaml_docs
+from tools.crds import THIRD_PARTY_CRDS
 from tools.strip_crds import DEFAULT_SOURCE, WANTED, strip_crd, strip_schema
 
 
