@@ -20,21 +20,24 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import anyio.abc
 import msgspec
 import yaml
 
 from shared.domain.group import GROUP
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
-from shared.kube.client import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, KubeClient, Resource
-from shared.kube.errors import ApiError, Conflict, NotFound
+from shared.kube.client import NAMESPACES, KubeClient, Resource
+from shared.kube.errors import Conflict, NotFound
 from tools.controlplane import LocalControlPlane
-from tools.crds import all_crds
+from tools.crds import all_crds, install_crds
 from tools.ops import format_table
 from tools.standins.flux import FluxStandIn
+from tools.wait import wait_for
 
 EXPECT = f"examples.{GROUP}/expect"
 """Annotation of an example: the phase it settles in (``Gone`` for one that deletes itself)."""
@@ -89,47 +92,6 @@ def load_examples(root: Path) -> list[Example]:
 # ── cluster set-up ─────────────────────────────────────────────────────────────
 
 
-async def _deadline_poll(probe: Any, what: str, within: float) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        result = await probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {within:.0f} s waiting for {what}")
-        await anyio.sleep(0.1)
-
-
-async def install_crds(client: KubeClient, docs: list[dict[str, Any]], within: float = 60.0) -> None:
-    """Create or replace each CRD and wait until each is Established and its kind is listable."""
-    for doc in docs:
-        name = doc["metadata"]["name"]
-        try:
-            await client.create(CUSTOM_RESOURCE_DEFINITIONS, doc)
-        except Conflict:
-            current = msgspec.json.decode(await client.get(CUSTOM_RESOURCE_DEFINITIONS, name))
-            body = {**doc, "metadata": {**doc["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
-            await client.replace(CUSTOM_RESOURCE_DEFINITIONS, name, body)
-    for doc in docs:
-        name, spec = doc["metadata"]["name"], doc["spec"]
-        version = next(v["name"] for v in spec["versions"] if v.get("served", True))
-        resource = Resource(spec["group"], version, spec["names"]["plural"], spec["names"]["kind"],
-                            namespaced=spec["scope"] == "Namespaced")
-
-        async def ready(name: str = name, resource: Resource = resource) -> bool:
-            crd = msgspec.json.decode(await client.get(CUSTOM_RESOURCE_DEFINITIONS, name))
-            conditions = crd.get("status", {}).get("conditions") or []
-            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                return False
-            try:
-                await client.list(resource, limit=1)
-            except ApiError:
-                return False
-            return True
-
-        await _deadline_poll(ready, f"CRD {name} established", within)
-
-
 async def ensure_namespace(client: KubeClient, name: str) -> None:
     with suppress(Conflict):
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -161,11 +123,8 @@ async def apply_examples(client: KubeClient, examples: list[Example], within: fl
             await apply_example(client, ex)
     for ex in waiting:
         parent = ex.doc["metadata"]["annotations"][PARENT]
-
-        async def parent_pid(ns: str = ex.namespace, parent: str = parent) -> str | None:
-            return await pid_of(client, ns, parent)
-
-        pid = await _deadline_poll(parent_pid, f"Process {ex.namespace}/{parent} to hold a PID", within)
+        pid = await wait_for(partial(pid_of, client, ex.namespace, parent), timeout=within, interval=0.1,
+                             what=f"Process {ex.namespace}/{parent} to hold a PID")
         ex.doc["spec"].setdefault("identity", {})["parent"] = pid
         await apply_example(client, ex)
 
@@ -232,10 +191,25 @@ class Screen:
 
 @dataclass
 class Daemon:
+    """One reconciler subprocess: its log file and the loopback port of its health + metrics server."""
+
     name: str
     proc: subprocess.Popen[bytes]
     log: Path
-    metrics: str
+    port: int
+
+    @property
+    def metrics(self) -> str:
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    @property
+    def readyz(self) -> str:
+        return f"http://127.0.0.1:{self.port}/readyz"
+
+    def check_alive(self) -> None:
+        """Raise if the process has exited."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log}")
 
 
 def _start(name: str, module: str, args: list[str], kubeconfig: Path, logs: Path, port: int) -> Daemon:
@@ -243,7 +217,7 @@ def _start(name: str, module: str, args: list[str], kubeconfig: Path, logs: Path
     with open(log, "wb") as handle:
         proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=handle, stderr=subprocess.STDOUT,
                                 env={**os.environ, "KUBECONFIG": str(kubeconfig)}, start_new_session=True)
-    return Daemon(name, proc, log, f"http://127.0.0.1:{port}/metrics")
+    return Daemon(name, proc, log, port)
 
 
 def _stop(daemons: list[Daemon], grace: float = 10.0) -> None:
@@ -285,68 +259,117 @@ def _healthy(url: str) -> bool:
 
 
 async def wait_ready(daemons: list[Daemon], within: float) -> None:
+    """Wait until every daemon answers ``/readyz``; raise as soon as one has exited."""
     for d in daemons:
-        url = d.metrics.replace("/metrics", "/readyz")
+        async def probe(d: Daemon = d) -> bool:
+            d.check_alive()
+            return await anyio.to_thread.run_sync(_healthy, d.readyz)
 
-        async def probe(d: Daemon = d, url: str = url) -> bool:
-            if d.proc.poll() is not None:
-                raise RuntimeError(f"{d.name} exited with {d.proc.returncode}; see {d.log}")
-            return await anyio.to_thread.run_sync(_healthy, url)
-
-        await _deadline_poll(probe, f"{d.name} ready", within)
+        await wait_for(probe, timeout=within, interval=0.1, what=f"{d.name} ready")
 
 
-# ── the command ────────────────────────────────────────────────────────────────
+# ── the command, step by step ──────────────────────────────────────────────────
+
+
+@contextmanager
+def cluster(kubeconfig: str | None, started: float) -> Iterator[Path]:
+    """Attach to the cluster of ``kubeconfig``, or start a local control plane (stopped on exit)."""
+    if kubeconfig:
+        print(f"using the cluster of {kubeconfig}", flush=True)
+        yield Path(kubeconfig)
+        return
+    print("starting the local control plane (etcd + kube-apiserver + kube-controller-manager)…", flush=True)
+    plane = LocalControlPlane()
+    try:
+        plane.start()
+        print(f"local control plane ready in {time.monotonic() - started:.1f} s: {plane.server}", flush=True)
+        yield plane.kubeconfig
+    finally:
+        plane.stop()
+
+
+async def cancel_on_signal(scope: anyio.CancelScope, *,
+                           task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Cancel ``scope`` on the first SIGINT or SIGTERM (started once the handlers are in place)."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for _ in signals:
+            print("\nstopping…", flush=True)
+            scope.cancel()
+            return
+
+
+async def install_all_crds(client: KubeClient) -> None:
+    crds = all_crds()
+    await install_crds(client, crds)
+    print(f"installed {len(crds)} CRDs (tatara + Flux/DNSEndpoint schemas)", flush=True)
+
+
+async def announce_ready(daemons: list[Daemon]) -> None:
+    await wait_ready(daemons, 60)
+    for d in daemons:
+        print(f"{d.name} running (pid {d.proc.pid}), metrics {d.metrics}, log {d.log}", flush=True)
+
+
+def start_standin(tg: anyio.abc.TaskGroup, client: KubeClient) -> None:
+    tg.start_soon(FluxStandIn(client).run)
+    print("Flux STAND-IN running: no real Flux runs locally; a stand-in marks Kustomizations, "
+          "HelmReleases and sources Ready as Flux would.", flush=True)
+
+
+def start_examples(tg: anyio.abc.TaskGroup, client: KubeClient, examples: list[Example], source: str,
+                   within: float) -> None:
+    tg.start_soon(apply_examples, client, examples, within)
+    print(f"applying {len(examples)} examples from {source}", flush=True)
+
+
+async def watch_until_settled(client: KubeClient, examples: list[Example], daemons: list[Daemon],
+                              started: float, within: float) -> bool:
+    """Redraw the examples' progress until all are settled (True) or ``within`` seconds pass (False);
+    raise if a reconciler exits meanwhile."""
+    screen = Screen(sys.stdout)
+
+    async def settled() -> bool:
+        for d in daemons:
+            d.check_alive()
+        await refresh(client, examples)
+        screen.show(render(examples, time.monotonic() - started))
+        return all(ex.settled for ex in examples)
+
+    try:
+        await wait_for(settled, timeout=within, interval=0.5, what="the examples to settle")
+    except TimeoutError:
+        print(f"tatara: examples not settled after {within:.0f} s", file=sys.stderr)
+        return False
+    return True
 
 
 async def _run(args: argparse.Namespace, kubeconfig: Path, logs: Path, started: float) -> int:
-    examples = load_examples(Path(args.examples))
-    screen = Screen(sys.stdout)
-    async with await KubeClient.from_kubeconfig(kubeconfig) as client, anyio.create_task_group() as tg:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async def on_signal() -> None:
-                async for _ in signals:
-                    print("\nstopping…", flush=True)
-                    tg.cancel_scope.cancel()
-                    return
+    """On the cluster of ``kubeconfig``: CRDs, both reconcilers, the stand-in, the examples, then watch.
 
-            tg.start_soon(on_signal)
-            crds = all_crds()
-            await install_crds(client, crds)
-            print(f"installed {len(crds)} CRDs (tatara + Flux/DNSEndpoint schemas)", flush=True)
-            with reconcilers(kubeconfig, logs, args.reconciler_port, args.pool_port) as daemons:
-                await wait_ready(daemons, 60)
-                for d in daemons:
-                    print(f"{d.name} running (pid {d.proc.pid}), metrics {d.metrics}, log {d.log}", flush=True)
-                tg.start_soon(FluxStandIn(client).run)
-                print("Flux STAND-IN running: no real Flux runs locally; a stand-in marks Kustomizations, "
-                      "HelmReleases and sources Ready as Flux would.", flush=True)
-                tg.start_soon(apply_examples, client, examples, args.timeout)
-                print(f"applying {len(examples)} examples from {args.examples}", flush=True)
-                deadline = time.monotonic() + args.timeout
-                while True:
-                    for d in daemons:
-                        if d.proc.poll() is not None:
-                            raise RuntimeError(f"{d.name} exited with {d.proc.returncode}; see {d.log}")
-                    await refresh(client, examples)
-                    screen.show(render(examples, time.monotonic() - started))
-                    if all(ex.settled for ex in examples):
-                        break
-                    if time.monotonic() > deadline:
-                        print(f"tatara: examples not settled after {args.timeout:.0f} s", file=sys.stderr)
-                        _summary(examples, started, kubeconfig, daemons, settled=False)
-                        tg.cancel_scope.cancel()
-                        return 1
-                    await anyio.sleep(0.5)
-                _summary(examples, started, kubeconfig, daemons, settled=True)
-                if not args.exit_when_settled:
-                    print("Ctrl-C stops everything.", flush=True)
-                    await anyio.sleep_forever()
-                tg.cancel_scope.cancel()
+    Everything started here stops on leaving: the task group (stand-in, examples) is cancelled — by a
+    signal, by settling with ``--exit-when-settled``, or by not settling in time (exit 1) — and the
+    reconcilers' context stops their processes."""
+    examples = load_examples(Path(args.examples))
+    async with await KubeClient.from_kubeconfig(kubeconfig) as client, anyio.create_task_group() as tg:
+        await tg.start(cancel_on_signal, tg.cancel_scope)
+        await install_all_crds(client)
+        with reconcilers(kubeconfig, logs, args.reconciler_port, args.pool_port) as daemons:
+            await announce_ready(daemons)
+            start_standin(tg, client)
+            start_examples(tg, client, examples, args.examples, args.timeout)
+            settled = await watch_until_settled(client, examples, daemons, started, args.timeout)
+            print_summary(examples, started, kubeconfig, daemons, settled=settled)
+            if settled and not args.exit_when_settled:
+                print("Ctrl-C stops everything.", flush=True)
+                await anyio.sleep_forever()
+            tg.cancel_scope.cancel()
+            if not settled:
+                return 1
     return 0
 
 
-def _summary(examples: list[Example], started: float, kubeconfig: Path, daemons: list[Daemon],
+def print_summary(examples: list[Example], started: float, kubeconfig: Path, daemons: list[Daemon],
              *, settled: bool) -> None:
     seconds = time.monotonic() - started
     if settled:
@@ -363,24 +386,11 @@ def _summary(examples: list[Example], started: float, kubeconfig: Path, daemons:
 
 def cmd_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    given = args.kubeconfig or os.environ.get("KUBECONFIG")
-    plane: LocalControlPlane | None = None
     logs = Path(tempfile.mkdtemp(prefix="tatara-up-"))
     try:
-        if given:
-            kubeconfig = Path(given)
-            print(f"using the cluster of {kubeconfig}", flush=True)
-        else:
-            plane = LocalControlPlane()
-            print("starting the local control plane (etcd + kube-apiserver + kube-controller-manager)…",
-                  flush=True)
-            plane.start()
-            kubeconfig = plane.kubeconfig
-            print(f"local control plane ready in {time.monotonic() - started:.1f} s: {plane.server}", flush=True)
-        return anyio.run(_run, args, kubeconfig, logs, started)
+        with cluster(args.kubeconfig or os.environ.get("KUBECONFIG"), started) as kubeconfig:
+            return anyio.run(_run, args, kubeconfig, logs, started)
     finally:
-        if plane is not None:
-            plane.stop()
         print(f"stopped (reconciler logs kept in {logs})", flush=True)
 
 
@@ -393,6 +403,8 @@ def add_subcommand(sub: Any) -> None:
     up.add_argument("--exit-when-settled", action="store_true",
                     help="exit (0) once every example reached its expected state, printing a SUMMARY JSON line")
     up.add_argument("--timeout", type=float, default=300.0, help="seconds allowed for the examples to settle")
-    up.add_argument("--reconciler-port", type=int, default=RECONCILER_PORT, help="tatara-reconciler health/metrics")
-    up.add_argument("--pool-port", type=int, default=POOL_PORT, help="tatara-pool-reconciler health/metrics")
+    up.add_argument("--reconciler-port", type=int, default=RECONCILER_PORT,
+                    help=f"tatara-reconciler health/metrics port on 127.0.0.1 (default {RECONCILER_PORT})")
+    up.add_argument("--pool-port", type=int, default=POOL_PORT,
+                    help=f"tatara-pool-reconciler health/metrics port on 127.0.0.1 (default {POOL_PORT})")
     up.set_defaults(func=cmd_up)

@@ -37,14 +37,14 @@ from tests.integration.pool_reconciler.test_pool_allocation import (
 )
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
-from tools.crds import all_crds
+from tools.controlplane.cluster import free_port
+from tools.crds import all_crds, install_crds
 from tools.standins.flux import FluxStandIn
-from tools.up import Daemon, _start, ensure_namespace, install_crds, load_examples, reconcilers, wait_ready
+from tools.up import Daemon, _start, ensure_namespace, load_examples, reconcilers, wait_ready
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
-RECONCILER_PORT, POOL_PORT = 18080, 18081
 TIMEOUT = 120.0
 STANDIN_DELAY = 1.5
 """Seconds the Flux stand-in waits before marking an object Ready: keeps Processes between phases long
@@ -61,6 +61,10 @@ class Binaries:
     def reconciler(self) -> Daemon:
         return self.daemons[0]
 
+    @property
+    def pool(self) -> Daemon:
+        return self.daemons[1]
+
 
 def _standin(kubeconfig: Path, stop: threading.Event) -> None:
     async def main() -> None:
@@ -74,8 +78,9 @@ def _standin(kubeconfig: Path, stop: threading.Event) -> None:
 
 @pytest.fixture(scope="module")
 def binaries(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Binaries]:
-    """CRDs installed, both reconcilers running as subprocesses (metrics on :18080 / :18081), the Flux
-    stand-in in a thread; all stopped at the end of the module."""
+    """CRDs installed, both reconcilers running as subprocesses (metrics on free loopback ports, so a
+    ``make run`` on the default ports does not collide), the Flux stand-in in a thread; all stopped at the
+    end of the module."""
     kubeconfig = control_plane.kubeconfig
     logs = tmp_path_factory.mktemp("binaries")
 
@@ -88,7 +93,7 @@ def binaries(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPath
     standin = threading.Thread(target=_standin, args=(kubeconfig, stop), name="flux-standin", daemon=True)
     standin.start()
     try:
-        with reconcilers(kubeconfig, logs, RECONCILER_PORT, POOL_PORT) as daemons:
+        with reconcilers(kubeconfig, logs, free_port(), free_port()) as daemons:
             anyio.run(wait_ready, daemons, 60.0)
             yield Binaries(kubeconfig, logs, daemons)
     finally:
@@ -214,7 +219,7 @@ async def test_a_sigkilled_process_reconciler_restarts_and_loses_nothing(
     logs = binaries.logs / "restarted"
     logs.mkdir(exist_ok=True)
     restarted = _start(victim.name, "reconciler.main", victim.proc.args[3:], binaries.kubeconfig, logs,
-                       RECONCILER_PORT)
+                       victim.port)
     binaries.daemons[0] = restarted
     await wait_ready([restarted], 60.0)
 
@@ -232,7 +237,7 @@ async def test_a_sigkilled_process_reconciler_restarts_and_loses_nothing(
 
 def test_metrics_of_both_binaries_count_the_work_done(binaries: Binaries) -> None:
     assert all(d.proc.poll() is None for d in binaries.daemons), [d.log for d in binaries.daemons]
-    reconciler, pool = scrape(RECONCILER_PORT), scrape(POOL_PORT)
+    reconciler, pool = scrape(binaries.reconciler.port), scrape(binaries.pool.port)
     assert reconciler.get("tatara_process_phase_transitions_total", 0) > 0, sorted(reconciler)
     assert pool.get("tatara_pool_binds_total", 0) > 0, sorted(pool)
     assert pool.get("tatara_pool_releases_total", 0) > 0, sorted(pool)

@@ -9,14 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tools.controlplane.cluster import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    ports = free_port(), free_port()
     result = subprocess.run(
         [sys.executable, "-m", "tools.cli", "up", "--exit-when-settled", "--timeout", "240",
-         "--reconciler-port", "18180", "--pool-port", "18181"],
+         "--reconciler-port", str(ports[0]), "--pool-port", str(ports[1])],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "Flux STAND-IN running: no real Flux runs locally" in result.stdout
@@ -38,10 +41,12 @@ def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> No
     pids = {e["name"]: e["pid"] for e in summary["examples"]}
     assert pids["family-web"].startswith(pids["family"] + ".")
     assert pids["family-worker"].startswith(pids["family"] + ".")
-    assert set(summary["metrics"]) == {"tatara-reconciler", "tatara-pool-reconciler"}
+    assert summary["metrics"] == {"tatara-reconciler": f"http://127.0.0.1:{ports[0]}/metrics",
+                                  "tatara-pool-reconciler": f"http://127.0.0.1:{ports[1]}/metrics"}
     # Everything it started is gone: the plane's directory is removed with it.
     assert not Path(summary["kubeconfig"]).exists()
-    assert not [cmd for cmd in _cmdlines() if "--health-addr=127.0.0.1:1818" in cmd], "a reconciler outlived up"
+    flags = [f"--health-addr=127.0.0.1:{port}" for port in ports]
+    assert not [cmd for cmd in _cmdlines() if any(flag in cmd for flag in flags)], "a reconciler outlived up"
 
 
 def _cmdlines() -> list[str]:
