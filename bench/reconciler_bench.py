@@ -44,13 +44,13 @@ import anyio
 import msgspec
 
 from shared.domain.api.meta import ObjectMeta
-from shared.domain.resources import PROCESSES
+from shared.domain.resources import KUSTOMIZATIONS, PROCESSES
 from shared.kube.client import NAMESPACES, KubeClient
 from shared.kube.informer import Informer
 from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
-from tools.standins.flux import KUSTOMIZATIONS, FluxStandIn
+from tools.standins.flux import FluxStandIn
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"

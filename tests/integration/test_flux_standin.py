@@ -9,10 +9,11 @@ import msgspec
 import pytest
 from kubernetes_asyncio import client
 
+from shared.domain.resources import HELM_RELEASES, KUSTOMIZATIONS
 from shared.kube.client import KubeClient, Resource
 from tests.support.kube import install_crds_async, third_party_crds, wait_for
 from tools.controlplane import LocalControlPlane
-from tools.standins.flux import HELM_RELEASES, KUSTOMIZATIONS, FluxStandIn
+from tools.standins.flux import FluxStandIn
 
 pytestmark = pytest.mark.anyio
 
