@@ -32,6 +32,7 @@ import msgspec
 
 from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient
+from shared.kube.pager import list_all
 from tools.controlplane import LocalControlPlane
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,9 +44,7 @@ class _CM(msgspec.Struct):
     metadata: ObjectMeta
 
 
-class _List(msgspec.Struct):
-    items: list[_CM]
-    metadata: dict[str, object] = {}
+_cm_decoder = msgspec.json.Decoder(_CM)
 
 
 @dataclass
@@ -72,13 +71,8 @@ def rss_mib(pid: int) -> float:
 
 
 async def annotated_count(client: KubeClient, namespace: str) -> int:
-    count, token = 0, None
-    while True:
-        page = msgspec.json.decode(await client.list(CONFIG_MAPS, namespace, limit=2000, continue_=token), type=_List)
-        count += sum(1 for cm in page.items if SEEN in cm.metadata.annotations)
-        token = str(page.metadata.get("continue") or "") or None
-        if not token:
-            return count
+    listing = await list_all(client, CONFIG_MAPS, _cm_decoder.decode, namespace, page_size=2000)
+    return sum(1 for cm in listing.items if SEEN in cm.metadata.annotations)
 
 
 async def create_many(client: KubeClient, namespace: str, start: int, count: int) -> None:

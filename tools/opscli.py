@@ -24,27 +24,19 @@ from shared.domain.group import GROUP
 from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError, NotFound
+from shared.kube.pager import list_all
 from tools.crds import render_all
 from tools.lisp import LispError, compile_ephemeral_source, compile_source
 from tools.ops import SignalError, format_ps, parse_signal
 
 
-class _ProcessList(msgspec.Struct):
-    items: list[Process] = []
-    metadata: dict[str, Any] = {}
+def _process(raw: msgspec.Raw) -> Process:
+    return decode(raw, Process)
 
 
 async def list_processes(client: KubeClient, namespace: str | None) -> list[Process]:
     """Every Process in ``namespace`` (None: all namespaces), following LIST pages."""
-    out: list[Process] = []
-    continue_: str | None = None
-    while True:
-        raw = await client.list(PROCESSES, namespace, limit=500, continue_=continue_)
-        page = decode(raw, _ProcessList)
-        out.extend(page.items)
-        continue_ = page.metadata.get("continue") or None
-        if not continue_:
-            return out
+    return (await list_all(client, PROCESSES, _process, namespace, page_size=500)).items
 
 
 async def _ps(args: argparse.Namespace) -> int:
