@@ -138,6 +138,30 @@ LEAF = {
     "required": ["flakeRef"],
 }
 
+DEFAULTS = {
+    "type": "object",
+    "properties": {
+        "colour": {
+            "description": "A colour.",
+            "type": "string",
+            "enum": ["Red", "Green", "Blue"],
+            "default": "Green",
+        },
+        "graceSeconds": {
+            "type": "integer",
+            "format": "int64",
+            "default": 480,
+            "minimum": 0,
+            "maximum": 4294967295,
+        },
+        "force": {"type": "boolean", "default": True},
+        "tags": {"type": "array", "default": [], "items": {"type": "string"}},
+        "labels": {"type": "object", "default": {}, "additionalProperties": {"type": "string"}},
+        "note": {"type": "string"},
+        "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
+    },
+}
+
 
 def test_scalars_map_to_openapi_types_and_integer_bounds_pick_a_known_format() -> None:
     # The API server knows only int32/int64 (it warns on the reference's uint16/uint32/uint64),
@@ -160,29 +184,7 @@ def test_scalars_map_to_openapi_types_and_integer_bounds_pick_a_known_format() -
 
 
 def test_defaults_are_written_as_wire_values_and_none_defaults_are_optional_not_nullable() -> None:
-    assert structural_schema(Defaults) == {
-        "type": "object",
-        "properties": {
-            "colour": {
-                "description": "A colour.",
-                "type": "string",
-                "enum": ["Red", "Green", "Blue"],
-                "default": "Green",
-            },
-            "graceSeconds": {
-                "type": "integer",
-                "format": "int64",
-                "default": 480,
-                "minimum": 0,
-                "maximum": 4294967295,
-            },
-            "force": {"type": "boolean", "default": True},
-            "tags": {"type": "array", "default": [], "items": {"type": "string"}},
-            "labels": {"type": "object", "default": {}, "additionalProperties": {"type": "string"}},
-            "note": {"type": "string"},
-            "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
-        },
-    }
+    assert structural_schema(Defaults) == DEFAULTS
 
 
 def test_nested_structs_are_inlined_and_free_json_preserves_unknown_fields() -> None:
@@ -333,7 +335,7 @@ def test_crd_document_wraps_spec_and_status_with_names_columns_and_status_subres
     assert root["type"] == "object"
     assert root["required"] == ["spec"]
     assert root["properties"]["spec"] == LEAF
-    assert root["properties"]["status"] == structural_schema(Defaults)
+    assert root["properties"]["status"] == DEFAULTS
 
 
 def test_walk_schema_visits_items_and_map_values_with_paths() -> None:
