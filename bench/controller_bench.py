@@ -30,8 +30,8 @@ from pathlib import Path
 
 import msgspec
 
-from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient
+from shared.kube.meta import ObjectMeta
 from shared.kube.pager import list_all
 from tools.controlplane import LocalControlPlane
 

@@ -37,10 +37,10 @@ from pool_reconciler.config import PoolReconcilerConfig
 from reconciler.app import build as build_process
 from reconciler.config import ReconcilerConfig
 from shared.domain import annotations as ann
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import EVENTS, NAMESPACES, KubeClient
 from shared.kube.informer import Informer
+from shared.kube.meta import ObjectMeta
 from tests.support.kube import install_crds, load_yaml_docs, third_party_crds, wait_for
 from tools.controlplane import LocalControlPlane
 from tools.standins.flux import FluxStandIn

@@ -43,10 +43,10 @@ import aiohttp
 import anyio
 import msgspec
 
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.resources import KUSTOMIZATIONS, PROCESSES
 from shared.kube.client import NAMESPACES, KubeClient
 from shared.kube.informer import Informer
+from shared.kube.meta import ObjectMeta
 from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port

@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.lowlevel
 from prometheus_client import CollectorRegistry
 
 from shared.kube.metrics import RuntimeMetrics
-from shared.kube.workqueue import WorkQueue, run_workers
+from shared.kube.workqueue import ShutDown, WorkQueue
 
 
 def new_queue(with_metrics: bool) -> WorkQueue[str]:
@@ -30,6 +30,25 @@ def new_queue(with_metrics: bool) -> WorkQueue[str]:
 
 async def noop(key: str) -> None:
     await anyio.lowlevel.checkpoint()
+
+
+async def run_workers(q: WorkQueue[str], workers: int, handler: Callable[[str], Awaitable[None]]) -> None:
+    """``workers`` loops of get → handler → done until the queue shuts down (what a Controller runs)."""
+
+    async def worker() -> None:
+        while True:
+            try:
+                key = await q.get()
+            except ShutDown:
+                return
+            try:
+                await handler(key)
+            finally:
+                q.done(key)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(workers):
+            tg.start_soon(worker)
 
 
 async def until_idle(q: WorkQueue[str]) -> None:

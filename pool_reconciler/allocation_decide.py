@@ -24,6 +24,7 @@ from shared.domain.api.codec import format_timestamp
 from shared.domain.api.pool import EphemeralPool, MatchKey, MemberState
 from shared.domain.api.process import Process
 from shared.domain.duration import DurationError, parse_duration
+from shared.kube.patch import annotations_patch
 
 __all__ = [
     "DEFAULT_TTL",
@@ -422,7 +423,7 @@ def _release(
     if ann.RETURN_TRIGGER not in member.metadata.annotations:
         trigger = MemberPatch(
             name=member.metadata.name or "",
-            patch=ann.annotation_patch({ann.RETURN_TRIGGER: ann.RETURN_TRIGGER_SET}),
+            patch=annotations_patch({ann.RETURN_TRIGGER: ann.RETURN_TRIGGER_SET}),
             reason="Release",
         )
     why = "being deleted" if deleting else "expired"

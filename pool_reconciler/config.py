@@ -20,8 +20,8 @@ from datetime import timedelta
 from typing import Final
 
 from pool_reconciler.pool_decide import DEFAULT_RESET_IMAGE
-from shared.kube import flags
-from shared.kube.flags import LOG_LEVELS, PYTHON_LEVELS, ConfigError, Option
+from shared.domain import flags
+from shared.domain.flags import LOG_LEVELS, PYTHON_LEVELS, ConfigError, Option
 from shared.kube.leader import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,

@@ -38,15 +38,15 @@ from pool_reconciler.pool_decide import member_state, pool_decide
 from shared.domain import annotations as ann
 from shared.domain.api.allocation import EphemeralAllocation
 from shared.domain.api.codec import decode_allocation
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.api.pool import EphemeralPool, MemberState
 from shared.domain.api.process import Process
 from shared.domain.group import GROUP
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS
 from shared.kube.controller import Controller, Request, Result, generation_or_metadata_changed
 from shared.kube.errors import NotFound
-from shared.kube.informer import EventType, Informer
+from shared.kube.informer import Informer, WatchEventType
 from shared.kube.logcontext import log_context
+from shared.kube.meta import ObjectMeta
 
 __all__ = [
     "BY_NAMESPACE",
@@ -176,15 +176,15 @@ def _waiting(allocation: EphemeralAllocation) -> bool:
     return allocation.phase.needs_pool_routing and allocation.metadata.deletion_timestamp is None
 
 
-def waiting_set_changed(event: EventType, old: Any, new: Any) -> bool:
+def waiting_set_changed(event: WatchEventType, old: Any, new: Any) -> bool:
     """Whether an allocation event can move the FIFO position of the allocations waiting behind it:
     only an allocation leaving the waiting set (bound, failed, deleted) or joining it other than as
     the newest (a waiting allocation created now sits behind every other). Pending → Queued, status
     rewrites and a new allocation wake nobody: with a burst of N allocations the fan-out of every
     phase change to every waiting allocation was N² reconciles."""
-    if event is EventType.DELETED:
+    if event is WatchEventType.DELETED:
         return True
-    if event is EventType.ADDED or old is None:
+    if event is WatchEventType.ADDED or old is None:
         return not _waiting(new)
     return _waiting(old) != _waiting(new)
 

@@ -33,7 +33,8 @@ from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Result
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.events import EventRecorder, EventType
-from shared.kube.patch import add_finalizer, apply, patch_status, remove_finalizer
+from shared.kube.finalizer import add_finalizer, remove_finalizer
+from shared.kube.patch import apply, patch_status
 
 __all__ = ["FIELD_MANAGER", "JOBS", "RETRY_AFTER_CONFLICT", "Executor"]
 

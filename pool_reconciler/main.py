@@ -11,12 +11,13 @@ import sys
 
 from pool_reconciler.app import build
 from pool_reconciler.config import parse_or_exit
+from shared import __version__
 from shared.kube import entrypoint
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the binary; returns the process exit code."""
-    return entrypoint.main("tatara-pool-reconciler", argv, parse_or_exit, build)
+    return entrypoint.main("tatara-pool-reconciler", __version__, argv, parse_or_exit, build)
 
 
 if __name__ == "__main__":

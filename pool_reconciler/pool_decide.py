@@ -21,7 +21,6 @@ from shared.domain import annotations as ann
 from shared.domain import finalizers
 from shared.domain.api.codec import format_timestamp, to_wire
 from shared.domain.api.lifetime import Lifetime, PermanentLifetime
-from shared.domain.api.meta import ObjectMeta, OwnerReference
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.pool import EphemeralPool, MemberState, PoolPhase, ReplacementPolicy, ReturnPolicy
 from shared.domain.api.process import Process
@@ -29,6 +28,8 @@ from shared.domain.api.signal import ProcessSignal
 from shared.domain.duration import DurationError, parse_duration
 from shared.domain.group import API_VERSION
 from shared.domain.identity import member_process_name
+from shared.kube.meta import ObjectMeta, OwnerReference
+from shared.kube.patch import annotations_patch
 
 __all__ = [
     "DEFAULT_RESET_IMAGE",
@@ -364,7 +365,7 @@ def _guarded(process: Process, patch: dict[str, Any], reason: str) -> MemberPatc
 def _keep_patch(process: Process, reason: str) -> MemberPatch:
     """Back to Free (§4.11 Keep): permanent lifetime only, bind annotations stripped."""
     patch = {
-        "metadata": ann.annotation_patch(dict.fromkeys(_BIND_ANNOTATIONS))["metadata"],
+        "metadata": annotations_patch(dict.fromkeys(_BIND_ANNOTATIONS))["metadata"],
         "spec": {"lifetime": {"permanent": {}, "ephemeral": None}},
     }
     return _guarded(process, patch, reason)
@@ -405,7 +406,7 @@ def _return_member(obs: PoolObserved, m: Process, fx: _Effects) -> None:
         fx.delete.append(MemberDelete(name, "ReturnReplace"))
     elif m.phase not in (ProcessPhase.RELEASING, ProcessPhase.EXITING) and ann.SIGNAL not in m.metadata.annotations:
         fx.patch.append(
-            MemberPatch(name, ann.annotation_patch({ann.SIGNAL: ProcessSignal.SIGTERM.value}), "ReturnReplace")
+            MemberPatch(name, annotations_patch({ann.SIGNAL: ProcessSignal.SIGTERM.value}), "ReturnReplace")
         )
         fx.events.append(Event("Normal", "MemberReplacing", f"member {name} returned; SIGTERM sent (Replace)"))
 

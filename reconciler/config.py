@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from shared.kube import flags
-from shared.kube.flags import LOG_LEVELS, PYTHON_LEVELS, ConfigError, Option
+from shared.domain import flags
+from shared.domain.flags import LOG_LEVELS, PYTHON_LEVELS, ConfigError, Option
 from shared.kube.leader import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,

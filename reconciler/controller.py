@@ -23,13 +23,13 @@ from reconciler.executor import Executor
 from reconciler.phases import decide
 from reconciler.prefetch import Prefetcher
 from reconciler.render import child_state
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.api.process import Process
 from shared.domain.group import GROUP
 from shared.kube.client import Resource
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.informer import Informer
 from shared.kube.logcontext import log_context
+from shared.kube.meta import ObjectMeta
 
 log = logging.getLogger(__name__)
 

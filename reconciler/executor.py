@@ -27,14 +27,9 @@ from shared.kube.controller import Result
 from shared.kube.discovery import RESTMapper
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.events import EventRecorder, EventType
-from shared.kube.patch import (
-    ObjectRef,
-    add_finalizer,
-    apply,
-    patch_annotations,
-    patch_status,
-    remove_finalizer,
-)
+from shared.kube.finalizer import add_finalizer, remove_finalizer
+from shared.kube.meta import ObjectRef
+from shared.kube.patch import apply, patch_annotations, patch_status
 
 log = logging.getLogger(__name__)
 

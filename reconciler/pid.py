@@ -33,7 +33,6 @@ import anyio
 import msgspec
 
 from shared.domain.api.codec import decode, decode_table, to_wire
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTableSpec
 from shared.domain.identity import allocate_pid as format_pid
@@ -41,6 +40,7 @@ from shared.domain.identity import derive_identity, pid_segments
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.errors import Conflict, NotFound
+from shared.kube.meta import ObjectMeta
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ import yaml
 
 from shared.domain.annotations import SIGNAL
 from shared.domain.api.codec import decode, to_wire
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.api.process import Process
 from shared.domain.group import GROUP
 from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError, NotFound
+from shared.kube.meta import ObjectMeta
 from shared.kube.pager import list_all
 from tools.crds import render_all
 from tools.lisp import LispError, compile_ephemeral_source, compile_source

@@ -9,7 +9,6 @@ qualified reference) and the JSON merge-patch body that sets or strips
 annotations.
 """
 
-from collections.abc import Mapping
 from typing import Final
 
 from shared.domain.group import key
@@ -125,14 +124,3 @@ def split_qualified_ref(ref: str) -> tuple[str, str]:
     if not sep or not namespace or not name or "/" in name:
         raise ValueError(f"not a <namespace>/<name> reference: {ref!r}")
     return namespace, name
-
-
-def annotation_patch(changes: Mapping[str, str | None]) -> dict[str, object]:
-    """Build the JSON merge-patch (RFC 7386) body that applies ``changes`` to
-    ``metadata.annotations``.
-
-    A ``str`` value sets the key; ``None`` strips it (it encodes as JSON ``null``).
-    Keys not named are left alone. Returns
-    ``{"metadata": {"annotations": {key: value-or-None, ...}}}``.
-    """
-    return {"metadata": {"annotations": dict(changes)}}

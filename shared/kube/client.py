@@ -10,8 +10,8 @@ with msgspec into our Structs (DESIGN §4 "Client"). Failures raise the typed er
 
 from __future__ import annotations
 
-import builtins
 import os
+import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,6 @@ import msgspec
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from shared import __version__
 from shared.kube.errors import ApiError, Unauthorized, api_error
 
 T = TypeVar("T")
@@ -34,7 +33,6 @@ DEFAULT_TIMEOUT = 30.0
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 MAX_WATCH_EVENT_BYTES = 16 << 20
 """Largest watch event line accepted (16 MiB; etcd's default request limit is 1.5 MiB, so any
 object the API server stores fits). aiohttp's default of 512 KiB is too small for large objects."""
@@ -107,14 +105,14 @@ class KubeClient:
     Args:
         api: a kubernetes-asyncio ``ApiClient`` whose configuration is loaded.
         timeout: default seconds per request (:data:`DEFAULT_TIMEOUT`).
-        user_agent: sent as ``User-Agent``.
+        user_agent: sent as ``User-Agent`` (default: the program name, as client-go does).
     """
 
     def __init__(self, api: ApiClient, *, timeout: float = DEFAULT_TIMEOUT, user_agent: str | None = None) -> None:
         self._api = api
         self._config: Configuration = api.configuration
         self.timeout = timeout
-        self.user_agent = user_agent or f"tatara/{__version__}"
+        self.user_agent = user_agent or (os.path.basename(sys.argv[0]) or "python")
         self.host = str(self._config.host).rstrip("/")
         self.hostname = urlsplit(self.host).netloc
         self.on_response: list[Any] = []
@@ -263,12 +261,6 @@ class KubeClient:
         return await self.request("PATCH", resource.path(namespace, name, subresource),
                                   body=_encode(patch), content_type=MERGE_PATCH)
 
-    async def json_patch(self, resource: Resource, name: str, operations: builtins.list[dict[str, Any]],
-                         namespace: str | None = None, *, subresource: str | None = None) -> bytes:
-        """JSON patch (RFC 6902); a failed ``test`` operation raises Invalid (422)."""
-        return await self.request("PATCH", resource.path(namespace, name, subresource),
-                                  body=_encode(operations), content_type=JSON_PATCH)
-
     async def apply(self, resource: Resource, name: str, obj: bytes | Any, namespace: str | None = None, *,
                     field_manager: str, force: bool = True, subresource: str | None = None) -> bytes:
         """Server-side apply ``obj`` (must carry apiVersion and kind) as ``field_manager``."""
@@ -367,7 +359,7 @@ def decode(raw: bytes, into: type[T]) -> T:
 
 
 __all__ = [
-    "APPLY_PATCH", "CONFIG_MAPS", "CUSTOM_RESOURCE_DEFINITIONS", "EVENTS", "JSON", "JSON_PATCH", "LEASES",
+    "APPLY_PATCH", "CONFIG_MAPS", "CUSTOM_RESOURCE_DEFINITIONS", "EVENTS", "JSON", "LEASES",
     "MERGE_PATCH", "NAMESPACES", "ApiError", "KubeClient", "Resource", "WatchBroken", "WatchEvent", "WatchStalled",
     "decode",
 ]

@@ -29,7 +29,7 @@ import anyio
 from opentelemetry import trace
 
 from shared.kube.errors import ApiError
-from shared.kube.informer import EventType, Informer, KubeObject
+from shared.kube.informer import Informer, KubeObject, WatchEventType
 from shared.kube.logcontext import log_context
 from shared.kube.metrics import RuntimeMetrics, runtime_metrics
 from shared.kube.workqueue import ShutDown, WorkQueue
@@ -75,18 +75,18 @@ class TerminalError(Exception):
 
 
 Reconciler = Callable[[Request], Awaitable[Result | None]]
-Predicate = Callable[[EventType, Any, Any], bool]
+Predicate = Callable[[WatchEventType, Any, Any], bool]
 """``predicate(event_type, old, new) -> bool``: False drops the event."""
 
 
-def generation_or_metadata_changed(event: EventType, old: Any, new: Any) -> bool:
+def generation_or_metadata_changed(event: WatchEventType, old: Any, new: Any) -> bool:
     """Keep adds, deletes, and updates that change ``metadata.generation``, labels, annotations,
     finalizers, ownerReferences or ``deletionTimestamp``; drop status-only updates.
 
     Objects without a generation (e.g. ConfigMaps) count any resourceVersion change as a change
     of generation, since they have no status subresource.
     """
-    if event is not EventType.MODIFIED or old is None:
+    if event is not WatchEventType.MODIFIED or old is None:
         return True
     o, n = old.metadata, new.metadata
     if getattr(n, "generation", None) is None:
@@ -145,7 +145,7 @@ class Controller(Generic[T]):
         self._tracer = trace.get_tracer("tatara.controller")
         primary_predicates = tuple(predicates)
 
-        def on_primary(event: EventType, old: T | None, new: T) -> None:
+        def on_primary(event: WatchEventType, old: T | None, new: T) -> None:
             if all(p(event, old, new) for p in primary_predicates):
                 self.queue.add(Request.of(new))
 
@@ -167,7 +167,7 @@ class Controller(Generic[T]):
         """Enqueue ``mapper(obj)`` for every changed ``informer`` object (old and new state on updates)."""
         chosen = tuple(predicates)
 
-        def on_event(event: EventType, old: Any, new: Any) -> None:
+        def on_event(event: WatchEventType, old: Any, new: Any) -> None:
             if not all(p(event, old, new) for p in chosen):
                 return
             keys = set(mapper(new))

@@ -15,7 +15,6 @@ from typing import Protocol, TypeVar
 
 import anyio
 
-from shared import __version__
 from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError
 from shared.kube.leader import LeadershipLost
@@ -33,11 +32,11 @@ class _Config(Protocol):
 C = TypeVar("C", bound=_Config)
 
 
-async def serve(name: str, config: C, build: Callable[[KubeClient, C], Manager]) -> int:
-    """Connect, build the manager, run it until a signal; return the exit code."""
+async def serve(name: str, version: str, config: C, build: Callable[[KubeClient, C], Manager]) -> int:
+    """Connect (``User-Agent: <name>/<version>``), build the manager, run it until a signal; return the exit code."""
     log = logging.getLogger(name)
     try:
-        client = await KubeClient.connect(user_agent=f"{name}/{__version__}")
+        client = await KubeClient.connect(user_agent=f"{name}/{version}")
     except Exception as err:  # config loading raises several unrelated types
         log.error("cannot load Kubernetes credentials: %s", err)
         return 1
@@ -55,16 +54,16 @@ async def serve(name: str, config: C, build: Callable[[KubeClient, C], Manager])
         await client.close()
 
 
-def main(name: str, argv: Sequence[str] | None,
+def main(name: str, version: str, argv: Sequence[str] | None,
          parse_or_exit: Callable[[Sequence[str], Mapping[str, str]], C],
          build: Callable[[KubeClient, C], Manager]) -> int:
     """``--version`` / ``-V``; else parse flags (exit 2 when bad), configure JSON logs and tracing, serve."""
     args = list(sys.argv[1:] if argv is None else argv)
     if "--version" in args or "-V" in args:
-        print(f"{name} {__version__}")
+        print(f"{name} {version}")
         return 0
     config = parse_or_exit(args, os.environ)
     configure_logging(logging.getLevelName(config.python_log_level))
     configure_tracing(name)
-    logging.getLogger(name).info("starting %s %s", name, __version__)
-    return anyio.run(serve, name, config, build)
+    logging.getLogger(name).info("starting %s %s", name, version)
+    return anyio.run(serve, name, version, config, build)

@@ -17,7 +17,7 @@ client-go's ``tools/record`` recorder (spec/runtime-anchors.md §1 "Event record
   excess; drops are counted in :attr:`EventRecorder.stats`;
 - recording never raises into the caller: API failures are logged and counted.
 
-The pure parts (:class:`TokenBucket`, :func:`event_name`, :func:`format_time`,
+The pure parts (:class:`~shared.kube.ratelimit.TokenBucket`, :func:`event_name`, :func:`format_time`,
 :func:`involved_object`, :func:`new_event`, :func:`repeat_patch`) are tested alone.
 """
 
@@ -37,7 +37,8 @@ import msgspec
 
 from shared.kube.client import EVENTS, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound
-from shared.kube.patch import as_json
+from shared.kube.meta import as_json
+from shared.kube.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,10 @@ __all__ = [
     "CACHE_SIZE",
     "SPAM_BURST",
     "SPAM_REFILL_SECONDS",
+    "Event",
     "EventRecorder",
     "EventType",
     "RecorderStats",
-    "TokenBucket",
     "event_name",
     "format_time",
     "involved_object",
@@ -79,27 +80,23 @@ class EventType(StrEnum):
     WARNING = "Warning"
 
 
-class TokenBucket:
-    """A token bucket on an explicit clock: ``burst`` tokens, one more every ``refill_seconds``.
+@dataclass(frozen=True)
+class Event:
+    """One Event to record about an object: ``type`` Normal or Warning, a CamelCase ``reason``
+    (``PhaseRunning``, ``PidRefused``…) and a human sentence. What decisions return; the
+    :class:`EventRecorder` turns it into a core/v1 Event."""
 
-    Starts full at ``now`` (seconds, any monotonic origin).
-    """
+    type: EventType
+    reason: str
+    message: str
 
-    def __init__(self, burst: int, refill_seconds: float, now: float) -> None:
-        self.burst = burst
-        self.refill_seconds = refill_seconds
-        self.tokens = float(burst)
-        self.updated = now
+    @classmethod
+    def normal(cls, reason: str, message: str) -> Event:
+        return cls(EventType.NORMAL, reason, message)
 
-    def take(self, now: float) -> bool:
-        """Spend one token if one is available at ``now``; True when spent."""
-        if now > self.updated:
-            self.tokens = min(float(self.burst), self.tokens + (now - self.updated) / self.refill_seconds)
-            self.updated = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
+    @classmethod
+    def warning(cls, reason: str, message: str) -> Event:
+        return cls(EventType.WARNING, reason, message)
 
 
 def format_time(unix_seconds: float) -> str:
@@ -246,6 +243,10 @@ class EventRecorder:
         self._locks: dict[Any, anyio.Lock] = {}
         self._last_nanos = 0
 
+    async def emit(self, resource: Resource, obj: Any, event: Event) -> None:
+        """Record ``event`` about ``obj``; see :meth:`record`."""
+        await self.record(resource, obj, event.type, event.reason, event.message)
+
     async def record(self, resource: Resource, obj: Any, event_type: EventType, reason: str, message: str) -> None:
         """Record that ``reason``/``message`` happened to ``obj`` (a cached object of ``resource``).
 
@@ -262,7 +263,7 @@ class EventRecorder:
         now = self._monotonic()
         bucket = self._buckets.get(object_key)
         if bucket is None:
-            bucket = TokenBucket(SPAM_BURST, SPAM_REFILL_SECONDS, now)
+            bucket = TokenBucket(1.0 / SPAM_REFILL_SECONDS, SPAM_BURST, now)
             self._buckets.put(object_key, bucket)
         if not bucket.take(now):
             self.stats.dropped += 1

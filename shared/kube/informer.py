@@ -2,7 +2,7 @@
 
 Behaviour (DESIGN §4 "Informer"; spec/runtime-anchors.md §1 and §6):
 
-- paginated LIST (``limit`` :data:`PAGE_SIZE`), then WATCH from the list's
+- paginated LIST (``limit`` :data:`~shared.kube.pager.DEFAULT_PAGE_SIZE`), then WATCH from the list's
   resourceVersion with ``allowWatchBookmarks=true`` and a server ``timeoutSeconds``
   randomized in [min, 2·min) (client-go: 5–10 min);
 - resume from the last seen resourceVersion (event or bookmark) when a watch ends;
@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
@@ -33,11 +33,10 @@ import msgspec
 
 from shared.kube.client import KubeClient, Resource, WatchBroken, WatchEvent, WatchStalled
 from shared.kube.errors import ApiError, Gone, NotFound, status_error
+from shared.kube.pager import DEFAULT_PAGE_SIZE, list_all
+from shared.kube.ratelimit import Backoff
 
 log = logging.getLogger(__name__)
-
-PAGE_SIZE = 500
-"""Objects per LIST page (kube-rs's default)."""
 
 MIN_WATCH_TIMEOUT = 300
 """Seconds; the server watch timeout is drawn from [MIN, 2·MIN) (client-go reflector)."""
@@ -65,7 +64,7 @@ class KubeObject(Protocol):
 T = TypeVar("T", bound=KubeObject)
 
 
-class EventType(Enum):
+class WatchEventType(Enum):
     """What happened to a cached object."""
 
     ADDED = "ADDED"
@@ -73,25 +72,10 @@ class EventType(Enum):
     DELETED = "DELETED"
 
 
-Handler = Callable[[EventType, "T | None", "T"], None]
-"""``handler(event_type, old, new)``: ``old`` is None for ADDED; for DELETED ``new`` is the last known state."""
-
-
 def object_key(obj: KubeObject) -> str:
     """The cache key: ``<namespace>/<name>``, or ``<name>`` for cluster-scoped objects."""
     meta = obj.metadata
     return f"{meta.namespace}/{meta.name}" if meta.namespace else str(meta.name)
-
-
-class _ListMeta(msgspec.Struct):
-    resourceVersion: str = ""
-    # ``continue`` is a Python keyword: renamed on the wire
-    continue_: str = msgspec.field(default="", name="continue")
-
-
-class _Page(msgspec.Struct):
-    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
-    items: list[msgspec.Raw] = msgspec.field(default_factory=list)
 
 
 class _BookmarkMeta(msgspec.Struct):
@@ -102,30 +86,12 @@ class _Bookmark(msgspec.Struct):
     metadata: _BookmarkMeta
 
 
-@dataclass
-class Backoff:
-    """Exponential backoff with full jitter: ``initial · factor^n`` capped at ``cap`` seconds.
+WATCH_BACKOFF = Backoff(initial=0.8, factor=2.0, cap=30.0, jitter=1.0)
+"""Wait after the n-th consecutive watch failure: client-go's reflector backoff (0.8 s, ×2, cap 30 s,
+full jitter)."""
 
-    Defaults are client-go's reflector backoff (0.8 s, ×2, cap 30 s, jitter 1.0, reset after
-    2 min healthy) — spec/runtime-anchors.md §1 "Backoff/jitter on watch errors".
-    """
-
-    initial: float = 0.8
-    factor: float = 2.0
-    cap: float = 30.0
-    jitter: float = 1.0
-    reset_after: float = 120.0
-    rng: random.Random = field(default_factory=random.Random)
-    failures: int = 0
-
-    def next_delay(self) -> float:
-        """Seconds to wait before the next attempt; each call counts one more failure."""
-        base = min(self.cap, self.initial * self.factor**self.failures)
-        self.failures += 1
-        return base * (1 + self.jitter * self.rng.random())
-
-    def reset(self) -> None:
-        self.failures = 0
+BACKOFF_RESET_AFTER = 120.0
+"""Seconds of a healthy watch after which the failure count starts again from zero (client-go reflector)."""
 
 
 @dataclass
@@ -166,8 +132,8 @@ class Informer(Generic[T]):
         label_selector: str | None = None,
         inactivity_timeout: float = INACTIVITY_TIMEOUT,
         min_watch_timeout: int = MIN_WATCH_TIMEOUT,
-        page_size: int = PAGE_SIZE,
-        backoff: Backoff | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        backoff: Backoff = WATCH_BACKOFF,
         rng: random.Random | None = None,
     ) -> None:
         self.client = client
@@ -177,15 +143,15 @@ class Informer(Generic[T]):
         self.inactivity_timeout = inactivity_timeout
         self.min_watch_timeout = min_watch_timeout
         self.page_size = page_size
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff
+        self._failures = 0
         self._rng = rng or random.Random()
         self._object_decoder = msgspec.json.Decoder(decode_type)
-        self._page_decoder = msgspec.json.Decoder(_Page)
         self._bookmark_decoder = msgspec.json.Decoder(_Bookmark)
         self._store: dict[str, T] = {}
         self._indexers: dict[str, Callable[[T], Iterable[str]]] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
-        self._handlers: list[Callable[[EventType, T | None, T], None]] = []
+        self._handlers: list[Callable[[WatchEventType, T | None, T], None]] = []
         self._synced = anyio.Event()
         self.resource_version: str = ""
         """The last resourceVersion seen (list, event or bookmark); the watch resumes from it."""
@@ -238,7 +204,7 @@ class Informer(Generic[T]):
         """
         return [self._store[k] for k in sorted(self._indices[name].get(value, ()))]
 
-    def add_handler(self, handler: Callable[[EventType, T | None, T], None]) -> None:
+    def add_handler(self, handler: Callable[[WatchEventType, T | None, T], None]) -> None:
         """Call ``handler(type, old, new)`` on every change (including those a relist synthesizes)."""
         self._handlers.append(handler)
 
@@ -281,29 +247,17 @@ class Informer(Generic[T]):
                 await self._back_off(err)
 
     async def _back_off(self, err: Exception) -> None:
-        delay = self.backoff.next_delay()
+        delay = self.backoff.delay(self._failures, self._rng.random)
+        self._failures += 1
         log.warning("%s: %s; retrying in %.1f s", self.resource.plural, err, delay)
         await anyio.sleep(delay)
 
     async def _relist(self) -> None:
-        fresh: dict[str, T] = {}
-        continue_token = ""
-        while True:
-            raw = await self.client.list(
-                self.resource, self.namespace, label_selector=self.label_selector,
-                limit=self.page_size, continue_=continue_token or None)
-            page = self._page_decoder.decode(raw)
-            for raw_item in page.items:
-                item = self._decode(raw_item)
-                if item is not None:
-                    fresh[object_key(item)] = item
-            continue_token = page.metadata.continue_
-            if not continue_token:
-                version = page.metadata.resourceVersion
-                break
+        listing = await list_all(self.client, self.resource, self._decode, self.namespace,
+                                 label_selector=self.label_selector, page_size=self.page_size)
         self.stats.lists += 1
-        self._replace(fresh)
-        self.resource_version = version
+        self._replace({object_key(item): item for item in listing.items})
+        self.resource_version = listing.resource_version
         self._synced.set()
 
     def _replace(self, fresh: dict[str, T]) -> None:
@@ -311,13 +265,13 @@ class Informer(Generic[T]):
         old_store = self._store
         for key in [k for k in old_store if k not in fresh]:
             self.stats.synthesized_deletes += 1
-            self._apply(EventType.DELETED, key, old_store[key])
+            self._apply(WatchEventType.DELETED, key, old_store[key])
         for key, obj in fresh.items():
             previous = self._store.get(key)
             if previous is None:
-                self._apply(EventType.ADDED, key, obj)
+                self._apply(WatchEventType.ADDED, key, obj)
             elif previous.metadata.resource_version != obj.metadata.resource_version:
-                self._apply(EventType.MODIFIED, key, obj)
+                self._apply(WatchEventType.MODIFIED, key, obj)
 
     async def _watch_once(self) -> None:
         timeout = self.min_watch_timeout + int(self._rng.random() * self.min_watch_timeout)
@@ -329,10 +283,10 @@ class Informer(Generic[T]):
             label_selector=self.label_selector,
         ):
             self._on_event(event)
-            if anyio.current_time() - healthy_since > self.backoff.reset_after:
-                self.backoff.reset()
+            if anyio.current_time() - healthy_since > BACKOFF_RESET_AFTER:
+                self._failures = 0
         if anyio.current_time() - healthy_since > 1.0:
-            self.backoff.reset()
+            self._failures = 0
 
     def _on_event(self, event: WatchEvent) -> None:
         if event.type == "ERROR":
@@ -347,9 +301,9 @@ class Informer(Generic[T]):
             return
         key = object_key(obj)
         if event.type == "DELETED":
-            self._apply(EventType.DELETED, key, obj)
+            self._apply(WatchEventType.DELETED, key, obj)
         elif event.type in ("ADDED", "MODIFIED"):
-            self._apply(EventType.MODIFIED if key in self._store else EventType.ADDED, key, obj)
+            self._apply(WatchEventType.MODIFIED if key in self._store else WatchEventType.ADDED, key, obj)
         if obj.metadata.resource_version:
             self.resource_version = obj.metadata.resource_version
 
@@ -365,11 +319,11 @@ class Informer(Generic[T]):
                 self.on_decode_error(bytes(raw), err)
             return None
 
-    def _apply(self, kind: EventType, key: str, obj: T) -> None:
+    def _apply(self, kind: WatchEventType, key: str, obj: T) -> None:
         old = self._store.get(key)
         if old is not None:
             self._unindex(key, old)
-        if kind is EventType.DELETED:
+        if kind is WatchEventType.DELETED:
             self._store.pop(key, None)
         else:
             self._store[key] = obj

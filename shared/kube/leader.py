@@ -37,22 +37,22 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import LEASES, KubeClient
 from shared.kube.errors import ApiError, Conflict, NotFound
+from shared.kube.meta import ObjectMeta
 from shared.kube.metrics import RuntimeMetrics, runtime_metrics
 
 __all__ = [
     "DEFAULT_LEASE_DURATION",
     "DEFAULT_RENEW_DEADLINE",
     "DEFAULT_RETRY_PERIOD",
-    "Decision",
     "LeaderElector",
     "LeadershipLost",
     "Lease",
+    "LeaseAction",
+    "LeaseSighting",
     "LeaseSpec",
     "LeaseTiming",
-    "Observed",
     "decide",
     "default_identity",
     "format_micro_time",
@@ -155,7 +155,7 @@ class LeaseTiming:
 # --- the pure decision --------------------------------------------------------------------------------------
 
 
-class Decision(enum.Enum):
+class LeaseAction(enum.Enum):
     """What one attempt should do, given what we observed."""
 
     CREATE = "create"
@@ -171,7 +171,7 @@ class Decision(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Observed:
+class LeaseSighting:
     """A Lease record and the monotonic time (seconds) at which we first saw it in this exact form."""
 
     spec: LeaseSpec
@@ -179,13 +179,13 @@ class Observed:
 
 
 def decide(
-    observed: Observed | None,
+    observed: LeaseSighting | None,
     *,
     identity: str,
     now: float,
     last_renewed: float | None,
     renew_deadline: float,
-) -> Decision:
+) -> LeaseAction:
     """Decide the next step of leader election.
 
     Args:
@@ -200,20 +200,20 @@ def decide(
     """
     leading = last_renewed is not None
     if last_renewed is not None and now >= last_renewed + renew_deadline:
-        return Decision.LOST
+        return LeaseAction.LOST
     if observed is None:
-        return Decision.CREATE
+        return LeaseAction.CREATE
     holder = observed.spec.holder_identity or ""
     if holder == identity:
-        return Decision.RENEW
+        return LeaseAction.RENEW
     if holder and leading:
-        return Decision.LOST
+        return LeaseAction.LOST
     if holder and now < observed.at + (observed.spec.lease_duration_seconds or 0):
-        return Decision.WAIT
-    return Decision.ACQUIRE
+        return LeaseAction.WAIT
+    return LeaseAction.ACQUIRE
 
 
-def next_spec(decision: Decision, previous: LeaseSpec | None, *, identity: str, now: datetime,
+def next_spec(decision: LeaseAction, previous: LeaseSpec | None, *, identity: str, now: datetime,
               lease_duration_seconds: int) -> LeaseSpec:
     """The record to write for CREATE, ACQUIRE or RENEW (client-go ``tryAcquireOrRenew``).
 
@@ -224,14 +224,14 @@ def next_spec(decision: Decision, previous: LeaseSpec | None, *, identity: str, 
     """
     stamp = format_micro_time(now)
     base = previous or LeaseSpec()
-    if decision is Decision.CREATE:
+    if decision is LeaseAction.CREATE:
         return LeaseSpec(holder_identity=identity, lease_duration_seconds=lease_duration_seconds,
                          acquire_time=stamp, renew_time=stamp, lease_transitions=0)
-    if decision is Decision.ACQUIRE:
+    if decision is LeaseAction.ACQUIRE:
         return msgspec.structs.replace(
             base, holder_identity=identity, lease_duration_seconds=lease_duration_seconds, acquire_time=stamp,
             renew_time=stamp, lease_transitions=(base.lease_transitions or 0) + 1)
-    if decision is Decision.RENEW:
+    if decision is LeaseAction.RENEW:
         return msgspec.structs.replace(
             base, holder_identity=identity, lease_duration_seconds=lease_duration_seconds,
             acquire_time=base.acquire_time or stamp, renew_time=stamp, lease_transitions=base.lease_transitions or 0)
@@ -309,7 +309,7 @@ class LeaderElector:
         self._status = metrics.leader_election_master_status.labels(name)
         self._slowpath = metrics.leader_election_slowpath_total.labels(name)
         self._status.set(0)
-        self._observed: Observed | None = None
+        self._observed: LeaseSighting | None = None
         self._lease: Lease | None = None  # our last successful write, as the server returned it
         self._running = False
         self.is_leader = False
@@ -413,12 +413,12 @@ class LeaderElector:
             next_attempt = now + self.timing.retry_period
             if await self._attempt(min(self.timing.attempt_timeout, deadline - now)):
                 continue
-            if self._decision() is Decision.LOST:
+            if self._decision() is LeaseAction.LOST:
                 holder = self._observed.spec.holder_identity if self._observed else None
                 log.warning("lease %s/%s: leadership lost (holder now %s)", self.namespace, self.name, holder)
                 return
 
-    def _decision(self) -> Decision:
+    def _decision(self) -> LeaseAction:
         return decide(self._observed, identity=self.identity, now=self._clock(),
                       last_renewed=self.last_renewed if self.is_leader else None,
                       renew_deadline=self.timing.renew_deadline)
@@ -439,7 +439,7 @@ class LeaderElector:
     async def _fast_renew(self, budget: float) -> bool:
         """Leader only: PUT a renewed record over our own last write, skipping the GET (client-go's fast path)."""
         assert self._lease is not None
-        spec = next_spec(Decision.RENEW, self._lease.spec, identity=self.identity, now=self._wall_clock(),
+        spec = next_spec(LeaseAction.RENEW, self._lease.spec, identity=self.identity, now=self._wall_clock(),
                          lease_duration_seconds=self.timing.lease_duration_seconds)
         try:
             await self._write(msgspec.structs.replace(self._lease, spec=spec), create=False, budget=budget)
@@ -451,7 +451,7 @@ class LeaderElector:
     async def _read_and_write(self, budget: float) -> bool:
         current = await self._get(budget)
         decision = self._decision()
-        if decision in (Decision.WAIT, Decision.LOST):
+        if decision in (LeaseAction.WAIT, LeaseAction.LOST):
             return False
         previous = current.spec if current is not None else None
         spec = next_spec(decision, previous, identity=self.identity, now=self._wall_clock(),
@@ -478,7 +478,7 @@ class LeaderElector:
         now = self._clock()  # after the response: never earlier than the holder's write (safe side)
         self.last_contact = now
         if self._observed is None or self._observed.spec != lease.spec:
-            self._observed = Observed(lease.spec, now)
+            self._observed = LeaseSighting(lease.spec, now)
         return lease
 
     async def _write(self, lease: Lease, *, create: bool, budget: float) -> None:
@@ -488,7 +488,7 @@ class LeaderElector:
         path = LEASES.path(self.namespace) if create else LEASES.path(self.namespace, self.name)
         response = await self.client.request("POST" if create else "PUT", path, body=body, request_timeout=budget)
         self._lease = _lease_decoder.decode(response)
-        self._observed = Observed(self._lease.spec, sent)
+        self._observed = LeaseSighting(self._lease.spec, sent)
         self.last_renewed = sent
         self.last_contact = self._clock()
 

@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import logging
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable, Hashable
 from typing import Final, Generic, Protocol, TypeVar
 
 import anyio
 
+from shared.kube.ratelimit import Backoff, TokenBucket
+
 __all__ = [
+    "BucketRateLimiter",
     "Clock",
     "ItemExponentialBackoff",
     "MaxOfRateLimiter",
@@ -37,16 +39,12 @@ __all__ = [
     "QueueMetrics",
     "RateLimiter",
     "ShutDown",
-    "TokenBucket",
     "WorkQueue",
     "default_controller_rate_limiter",
-    "run_workers",
 ]
 
 K = TypeVar("K", bound=Hashable)
 K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
-
-_log = logging.getLogger(__name__)
 
 #: Per-key backoff base and cap, seconds: client-go DefaultTypedControllerRateLimiter — spec/runtime-anchors.md §1.
 DEFAULT_BACKOFF_BASE: Final = 0.005
@@ -108,23 +106,20 @@ class RateLimiter(Protocol[K_contra]):
 class ItemExponentialBackoff(Generic[K]):
     """Per-key exponential backoff: ``base · 2^n`` seconds for the n-th requeue (n from 0), capped at ``cap``.
 
-    Defaults 5 ms → 1000 s: client-go DefaultTypedControllerRateLimiter — spec/runtime-anchors.md §1.
+    Defaults 5 ms → 1000 s: client-go ``DefaultTypedControllerRateLimiter`` (docs/runtime.md, "Work queue").
     Raises ValueError for a negative base or a cap below the base.
     """
 
     def __init__(self, base: float = DEFAULT_BACKOFF_BASE, cap: float = DEFAULT_BACKOFF_CAP) -> None:
         if base < 0 or cap < base:
             raise ValueError(f"need 0 <= base <= cap, got base={base} cap={cap}")
-        self._base = base
-        self._cap = cap
+        self._backoff = Backoff(initial=base, factor=2.0, cap=cap)
         self._failures: dict[K, int] = {}
 
     def when(self, key: K) -> float:
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        if n >= 1024:  # 2.0**n would overflow; far past any sane cap
-            return self._cap
-        return min(self._base * math.ldexp(1.0, n), self._cap)
+        return self._backoff.delay(n)
 
     def forget(self, key: K) -> None:
         self._failures.pop(key, None)
@@ -133,31 +128,23 @@ class ItemExponentialBackoff(Generic[K]):
         return self._failures.get(key, 0)
 
 
-class TokenBucket(Generic[K]):
-    """Overall rate limit shared by all keys: ``qps`` tokens per second, at most ``burst`` saved up.
+class BucketRateLimiter(Generic[K]):
+    """Overall rate limit shared by all keys: a :class:`~shared.kube.ratelimit.TokenBucket` of ``qps`` tokens
+    per second, at most ``burst`` saved up (client-go ``BucketRateLimiter``).
 
     Each :meth:`when` reserves one token and returns how long to wait until it is available (0 while the
     bucket holds tokens). Starts full. Defaults 10 QPS / burst 100: client-go
-    DefaultTypedControllerRateLimiter — spec/runtime-anchors.md §1. Raises ValueError for qps <= 0 or burst < 1.
+    ``DefaultTypedControllerRateLimiter``. Raises ValueError for qps <= 0 or burst < 1.
     """
 
     def __init__(
         self, qps: float = DEFAULT_BUCKET_QPS, burst: int = DEFAULT_BUCKET_BURST, *, clock: Clock | None = None
     ) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError(f"need qps > 0 and burst >= 1, got qps={qps} burst={burst}")
-        self._qps = qps
-        self._burst = float(burst)
         self._clock: Clock = clock or MonotonicClock()
-        self._tokens = float(burst)
-        self._last = self._clock.now()
+        self._bucket = TokenBucket(qps, burst, self._clock.now())
 
     def when(self, key: K) -> float:
-        now = self._clock.now()
-        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
-        self._last = now
-        self._tokens -= 1.0
-        return 0.0 if self._tokens >= 0 else -self._tokens / self._qps
+        return self._bucket.reserve(self._clock.now())
 
     def forget(self, key: K) -> None:
         return None
@@ -190,7 +177,7 @@ def default_controller_rate_limiter(clock: Clock | None = None) -> MaxOfRateLimi
 
     client-go DefaultTypedControllerRateLimiter — spec/runtime-anchors.md §1.
     """
-    return MaxOfRateLimiter(ItemExponentialBackoff(), TokenBucket(clock=clock))
+    return MaxOfRateLimiter(ItemExponentialBackoff(), BucketRateLimiter(clock=clock))
 
 
 # --- metrics hook -----------------------------------------------------------------------------------------
@@ -445,37 +432,3 @@ class WorkQueue(Generic[K]):
         now = self._clock.now()
         ages = [now - started for started in tuple(self._processing.values())]
         return (len(self._ready), sum(ages), max(ages, default=0.0))
-
-
-# --- a small worker pool ----------------------------------------------------------------------------------
-
-
-async def run_workers(queue: WorkQueue[K], workers: int, handler: Callable[[K], Awaitable[None]]) -> None:
-    """Run ``workers`` tasks that take keys from ``queue`` and await ``handler(key)``, until the queue shuts down.
-
-    A handler that returns resets the key's backoff (``forget``); one that raises is logged and requeued
-    rate-limited. A handler wanting a plain delay calls ``queue.add_after`` itself. ``done`` is always called.
-    Returns after :meth:`WorkQueue.shutdown` once in-flight handlers finished. Raises ValueError for workers < 1.
-    """
-    if workers < 1:
-        raise ValueError(f"need at least one worker, got {workers}")
-
-    async def worker() -> None:
-        while True:
-            try:
-                key = await queue.get()
-            except ShutDown:
-                return
-            try:
-                await handler(key)
-            except Exception:
-                _log.exception("handler failed; requeueing rate-limited", extra={"key": repr(key)})
-                queue.add_rate_limited(key)
-            else:
-                queue.forget(key)
-            finally:
-                queue.done(key)
-
-    async with anyio.create_task_group() as tg:
-        for _ in range(workers):
-            tg.start_soon(worker)

@@ -18,13 +18,13 @@ import time
 import anyio
 import msgspec
 
-from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, KubeClient
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.health import HealthServer
 from shared.kube.leader import LeaderElector, LeadershipLost, LeaseTiming
 from shared.kube.logcontext import configure_logging
 from shared.kube.manager import Manager
+from shared.kube.meta import ObjectMeta
 from shared.kube.patch import patch_annotations
 
 SEEN = "toy.tatara.test/seen"

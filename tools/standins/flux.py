@@ -21,11 +21,11 @@ import anyio
 import msgspec
 from prometheus_client import CollectorRegistry
 
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.resources import FLUX_KINDS, HELM_RELEASES, KUSTOMIZATIONS, OCI_REPOSITORIES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.informer import Informer
+from shared.kube.meta import ObjectMeta
 from shared.kube.metrics import RuntimeMetrics
 from shared.kube.patch import patch_status
 

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 from shared.domain.api.closed_set import ClosedSet
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.api.wire import Timestamp, UInt64, WireStruct
 from shared.domain.group import API_VERSION
+from shared.kube.meta import ObjectMeta
 
 __all__ = [
     "AllocationCondition",

@@ -121,16 +121,22 @@ _Plan = tuple[tuple[str, str, int, Any], ...]
 _plans: dict[type[Any], _Plan] = {}
 
 
-def _plan(cls: type[WireStruct]) -> _Plan:
-    """(attribute, wire key, rule, default) per field, in declaration order."""
+def _plan(cls: type[msgspec.Struct]) -> _Plan:
+    """(attribute, wire key, rule, default) per field, in declaration order.
+
+    A Struct that is not a :class:`WireStruct` (e.g. :class:`shared.kube.meta.ObjectMeta`) leaves out
+    every field equal to its default, as ``omit_defaults`` does."""
     plan = _plans.get(cls)
     if plan is None:
         rows = []
+        wire = issubclass(cls, WireStruct)
         for f in msgspec.structs.fields(cls):
             default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
-            if f.name in cls._omit_when_default:
+            if not wire:
+                rule = _ALWAYS if default is msgspec.NODEFAULT else _OMIT_DEFAULT
+            elif f.name in cls._omit_when_default:  # type: ignore[attr-defined]
                 rule = _OMIT_DEFAULT
-            elif f.default is None and f.name not in cls._write_null:
+            elif f.default is None and f.name not in cls._write_null:  # type: ignore[attr-defined]
                 rule = _OMIT_NONE
             else:
                 rule = _ALWAYS
@@ -159,7 +165,7 @@ def to_wire(value: Any) -> Any:
     (maps and free JSON) get their keys sorted recursively; enums become their
     spelling; datetimes become :func:`format_timestamp` text.
     """
-    if isinstance(value, WireStruct):
+    if isinstance(value, msgspec.Struct):
         out: dict[str, Any] = {}
         for attr, key, rule, default in _plan(type(value)):
             item = getattr(value, attr)

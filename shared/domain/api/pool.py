@@ -10,9 +10,9 @@ from typing import NamedTuple
 from shared.domain.api.allocation import AllocationRef, Requestor
 from shared.domain.api.closed_set import ClosedSet
 from shared.domain.api.ephemeral import EphemeralSpec
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.api.wire import Timestamp, UInt32, WireStruct
 from shared.domain.group import API_VERSION
+from shared.kube.meta import ObjectMeta
 
 __all__ = [
     "EphemeralPool",

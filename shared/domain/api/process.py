@@ -13,12 +13,12 @@ from shared.domain.api.compliance import ComplianceSpec
 from shared.domain.api.encapsulates import EncapsulatesSpec
 from shared.domain.api.intent import Intent
 from shared.domain.api.lifetime import Lifetime
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.api.phase import MustReachPhase, ProcessPhase
 from shared.domain.api.routing import RoutingSpec
 from shared.domain.api.signal import ProcessSignal, SignalPolicy
 from shared.domain.api.wire import FreeObject, Int32, Timestamp, UInt32, UInt64, WireStruct
 from shared.domain.group import API_VERSION
+from shared.kube.meta import ObjectMeta
 
 __all__ = [
     "BoundaryStatus",

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from shared.domain.api.meta import ObjectMeta
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.wire import Int32, Timestamp, UInt32, WireStruct
 from shared.domain.group import API_VERSION
+from shared.kube.meta import ObjectMeta
 
 __all__ = [
     "PROCESS_TABLE_NAME",

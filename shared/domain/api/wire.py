@@ -93,3 +93,10 @@ class WireStruct(
 
     _omit_when_default: ClassVar[frozenset[str]] = frozenset()
     _write_null: ClassVar[frozenset[str]] = frozenset()
+
+    def to_json(self) -> Any:
+        """This value as the reference serializes it (:func:`shared.domain.api.codec.to_wire`); how the
+        runtime's write helpers encode a model (``shared.kube.meta.JSONEncodable``)."""
+        from shared.domain.api.codec import to_wire  # codec imports this module
+
+        return to_wire(self)

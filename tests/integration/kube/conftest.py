@@ -8,8 +8,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import NAMESPACES, KubeClient
+from shared.kube.meta import ObjectMeta
 from tools.controlplane import LocalControlPlane
 
 

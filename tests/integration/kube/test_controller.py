@@ -14,10 +14,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, KubeClient
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.informer import Informer
+from shared.kube.meta import ObjectMeta
 from shared.kube.metrics import RuntimeMetrics, render
 from tests.integration.kube.conftest import ConfigMap
 from tests.support.kube import install_crds, wait_for, widget_crd

@@ -10,9 +10,10 @@ import anyio
 import msgspec
 import pytest
 
-from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, KubeClient
-from shared.kube.informer import Backoff, EventType, Informer
+from shared.kube.informer import Informer, WatchEventType
+from shared.kube.meta import ObjectMeta
+from shared.kube.ratelimit import Backoff
 from tests.integration.kube.conftest import ConfigMap
 from tests.support.kube import install_crds, wait_for, widget_crd
 from tools.controlplane import LocalControlPlane
@@ -58,7 +59,7 @@ async def cm(client: KubeClient, namespace: str, name: str, **data: str) -> None
 async def test_lists_then_watches_adds_updates_and_deletes(kclient: KubeClient, ns: str) -> None:
     for i in range(3):
         await cm(kclient, ns, f"pre-{i}")
-    events: list[tuple[EventType, str]] = []
+    events: list[tuple[WatchEventType, str]] = []
     informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns, page_size=2)
     informer.add_handler(lambda t, old, new: events.append((t, new.metadata.name or "")))
     async with running(informer):
@@ -70,9 +71,9 @@ async def test_lists_then_watches_adds_updates_and_deletes(kclient: KubeClient, 
         assert informer.get(f"{ns}/later") is not None
         assert informer.get(f"{ns}/later").data == {"colour": "red"}  # type: ignore[union-attr]
     assert informer.stats.lists == 1
-    assert (EventType.ADDED, "later") in events
-    assert (EventType.MODIFIED, "pre-0") in events
-    assert (EventType.DELETED, "pre-1") in events
+    assert (WatchEventType.ADDED, "later") in events
+    assert (WatchEventType.MODIFIED, "pre-0") in events
+    assert (WatchEventType.DELETED, "pre-1") in events
 
 
 async def test_indexer_files_objects_by_a_label(kclient: KubeClient, ns: str) -> None:
@@ -112,7 +113,7 @@ async def test_an_expired_resource_version_relists_and_synthesizes_deletes(
     deleted: list[str] = []
     informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns)
     informer.add_handler(
-        lambda t, old, new: deleted.append(new.metadata.name or "") if t is EventType.DELETED else None)
+        lambda t, old, new: deleted.append(new.metadata.name or "") if t is WatchEventType.DELETED else None)
     async with running(informer):
         pass  # synced; the informer is now stopped with a resourceVersion in hand
     await kclient.delete(CONFIG_MAPS, "doomed", ns)

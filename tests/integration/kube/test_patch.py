@@ -11,22 +11,17 @@ import anyio
 import msgspec
 import pytest
 
-from shared.domain import finalizers as fin
 from shared.kube.client import CONFIG_MAPS, CUSTOM_RESOURCE_DEFINITIONS, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound, TooManyRequests
-from shared.kube.patch import (
-    ObjectRef,
-    add_finalizer,
-    apply,
-    patch_annotations,
-    patch_status,
-    remove_finalizer,
-)
+from shared.kube.finalizer import add_finalizer, remove_finalizer
+from shared.kube.meta import ObjectRef
+from shared.kube.patch import apply, get_or_create, patch_annotations, patch_status
 from tests.support.kube import wait_for, widget_crd
 
 pytestmark = pytest.mark.anyio
 
 OTHER = "example.com/other-controller"
+OURS = "example.com/ours-finalizer"
 RACES = 15
 """Rounds per race test; each round is a fresh object read once (stale) by every racer."""
 
@@ -107,33 +102,33 @@ async def test_controllers_racing_to_add_finalizers_all_survive(kclient: KubeCli
 async def test_a_remove_racing_an_add_keeps_the_added_finalizer(kclient: KubeClient, ns: str) -> None:
     for round_ in range(RACES):
         name = f"race-mixed-{round_}"
-        stale = await make_cm(kclient, ns, name, finalizers=[fin.PROCESS])
+        stale = await make_cm(kclient, ns, name, finalizers=[OURS])
         with counting(kclient, codes=True) as seen:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(partial(remove_finalizer, current=stale), kclient, CONFIG_MAPS, ns, name, fin.PROCESS)
+                tg.start_soon(partial(remove_finalizer, current=stale), kclient, CONFIG_MAPS, ns, name, OURS)
                 tg.start_soon(partial(add_finalizer, current=stale), kclient, CONFIG_MAPS, ns, name, OTHER)
         assert seen.count("PATCH 409") >= 1, seen
         assert (await read(kclient, CONFIG_MAPS, ns, name))["metadata"]["finalizers"] == [OTHER], f"round {round_}"
 
 
 async def test_removing_with_a_stale_copy_keeps_a_finalizer_added_since(kclient: KubeClient, ns: str) -> None:
-    stale = await make_cm(kclient, ns, "stale-remove", finalizers=[fin.PROCESS])
+    stale = await make_cm(kclient, ns, "stale-remove", finalizers=[OURS])
     assert await add_finalizer(kclient, CONFIG_MAPS, ns, "stale-remove", OTHER)
     with counting(kclient) as seen:
-        assert await remove_finalizer(kclient, CONFIG_MAPS, ns, "stale-remove", fin.PROCESS, current=stale)
+        assert await remove_finalizer(kclient, CONFIG_MAPS, ns, "stale-remove", OURS, current=stale)
     assert seen == ["PATCH", "GET", "PATCH"]  # 409 on the stale version, re-read, retried
     assert (await read(kclient, CONFIG_MAPS, ns, "stale-remove"))["metadata"]["finalizers"] == [OTHER]
 
 
 @pytest.mark.parametrize(
     ("initial", "write"),
-    [([fin.PROCESS], add_finalizer), ([OTHER], remove_finalizer)],
+    [([OURS], add_finalizer), ([OTHER], remove_finalizer)],
     ids=["adding a present finalizer", "removing an absent finalizer"],
 )
 async def test_a_finalizer_no_op_sends_no_request(kclient: KubeClient, ns: str, initial: list[str], write: Any) -> None:
     cm = await make_cm(kclient, ns, "fin-noop", finalizers=initial)
     with counting(kclient) as seen:
-        assert await write(kclient, CONFIG_MAPS, ns, "fin-noop", fin.PROCESS, current=cm) is False
+        assert await write(kclient, CONFIG_MAPS, ns, "fin-noop", OURS, current=cm) is False
     assert seen == []
     assert (await read(kclient, CONFIG_MAPS, ns, "fin-noop"))["metadata"]["finalizers"] == initial
 
@@ -141,12 +136,12 @@ async def test_a_finalizer_no_op_sends_no_request(kclient: KubeClient, ns: str, 
 async def test_a_deleting_object_gets_no_new_finalizer_and_goes_when_the_last_is_removed(
     kclient: KubeClient, ns: str
 ) -> None:
-    await make_cm(kclient, ns, "dying", finalizers=[fin.PROCESS])
+    await make_cm(kclient, ns, "dying", finalizers=[OURS])
     await kclient.delete(CONFIG_MAPS, "dying", ns)
     with counting(kclient) as seen:
         assert await add_finalizer(kclient, CONFIG_MAPS, ns, "dying", OTHER) is False
     assert seen == ["GET"]
-    assert await remove_finalizer(kclient, CONFIG_MAPS, ns, "dying", fin.PROCESS)
+    assert await remove_finalizer(kclient, CONFIG_MAPS, ns, "dying", OURS)
 
     async def gone() -> bool:
         try:
@@ -156,7 +151,7 @@ async def test_a_deleting_object_gets_no_new_finalizer_and_goes_when_the_last_is
         return False
 
     await wait_for(gone, timeout=10, what="the object to be deleted after its last finalizer went")
-    assert await remove_finalizer(kclient, CONFIG_MAPS, ns, "dying", fin.PROCESS) is False
+    assert await remove_finalizer(kclient, CONFIG_MAPS, ns, "dying", OURS) is False
 
 
 # ── status ──
@@ -238,3 +233,31 @@ async def test_apply_without_kind_sends_no_request(kclient: KubeClient, ns: str)
         await apply(kclient, CONFIG_MAPS, {"apiVersion": "v1", "metadata": {"name": "x", "namespace": ns}},
                     field_manager="tatara-test")
     assert seen == []
+
+
+# ── get or create ──
+
+
+async def test_get_or_create_creates_an_absent_object_once(kclient: KubeClient, ns: str) -> None:
+    body = {"metadata": {"name": "table"}, "data": {"next": "1"}}
+    with counting(kclient) as seen:
+        first = decode(await get_or_create(kclient, CONFIG_MAPS, "table", body, ns))
+    assert seen == ["GET", "POST"]
+    with counting(kclient) as seen:
+        again = decode(await get_or_create(kclient, CONFIG_MAPS, "table", {**body, "data": {"next": "9"}}, ns))
+    assert seen == ["GET"]
+    assert again["data"] == first["data"] == {"next": "1"}, "an existing object is returned as it is"
+
+
+async def test_racing_creators_all_get_the_winners_object(kclient: KubeClient, ns: str) -> None:
+    results: list[dict[str, Any]] = []
+
+    async def racer(i: int) -> None:
+        body = {"metadata": {"name": "contended"}, "data": {"by": str(i)}}
+        results.append(decode(await get_or_create(kclient, CONFIG_MAPS, "contended", body, ns)))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(6):
+            tg.start_soon(racer, i)
+    assert len({r["metadata"]["uid"] for r in results}) == 1
+    assert len({r["data"]["by"] for r in results}) == 1

@@ -1,7 +1,6 @@
 """Wire keys: byte-exact against process-crd.md §1 and §13, pool-reconciler.md §4 to §6."""
 
 import ast
-import json
 from pathlib import Path
 
 import pytest
@@ -118,27 +117,6 @@ def test_split_qualified_ref_rejects_malformed_references(ref: str) -> None:
 
 
 # ── annotation merge patch ───────────────────────────────────────────────────
-
-
-def test_annotation_patch_sets_a_key() -> None:
-    body = annotations.annotation_patch({annotations.RETURN_TRIGGER: annotations.RETURN_TRIGGER_SET})
-    assert json.dumps(body, separators=(",", ":")) == (
-        '{"metadata":{"annotations":{"tatara.pleme.io/return-trigger":"true"}}}'
-    )
-
-
-def test_annotation_patch_strips_a_key_with_json_null() -> None:
-    body = annotations.annotation_patch({annotations.SIGNAL: None})
-    assert json.dumps(body, separators=(",", ":")) == (
-        '{"metadata":{"annotations":{"tatara.pleme.io/signal":null}}}'
-    )
-
-
-def test_annotation_patch_copies_its_input() -> None:
-    changes: dict[str, str | None] = {annotations.POOL: "p"}
-    body = annotations.annotation_patch(changes)
-    changes[annotations.POOL] = None
-    assert body == {"metadata": {"annotations": {"tatara.pleme.io/pool": "p"}}}
 
 
 # ── no other module spells a key ─────────────────────────────────────────────

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.domain.api.meta import ObjectMeta, OwnerReference
 from shared.kube.controller import controller_owner, generation_or_metadata_changed
-from shared.kube.informer import EventType
+from shared.kube.informer import WatchEventType
 from shared.kube.logcontext import JsonFormatter, log_context
+from shared.kube.meta import ObjectMeta, OwnerReference
 
 
 class Obj:
@@ -32,15 +32,15 @@ def changed(**fields: object) -> Obj:
 @pytest.mark.parametrize(
     ("event", "new", "kept"),
     [
-        (EventType.ADDED, changed(), True),
-        (EventType.DELETED, changed(), True),
-        (EventType.MODIFIED, changed(), False),
-        (EventType.MODIFIED, changed(generation=2), True),
-        (EventType.MODIFIED, changed(labels={"a": "2"}), True),
-        (EventType.MODIFIED, changed(annotations={}), True),
-        (EventType.MODIFIED, changed(finalizers=[]), True),
-        (EventType.MODIFIED, changed(deletion_timestamp=datetime(2026, 1, 1, tzinfo=UTC)), True),
-        (EventType.MODIFIED, changed(owner_references=[OwnerReference(api_version="v1", kind="X", name="o",
+        (WatchEventType.ADDED, changed(), True),
+        (WatchEventType.DELETED, changed(), True),
+        (WatchEventType.MODIFIED, changed(), False),
+        (WatchEventType.MODIFIED, changed(generation=2), True),
+        (WatchEventType.MODIFIED, changed(labels={"a": "2"}), True),
+        (WatchEventType.MODIFIED, changed(annotations={}), True),
+        (WatchEventType.MODIFIED, changed(finalizers=[]), True),
+        (WatchEventType.MODIFIED, changed(deletion_timestamp=datetime(2026, 1, 1, tzinfo=UTC)), True),
+        (WatchEventType.MODIFIED, changed(owner_references=[OwnerReference(api_version="v1", kind="X", name="o",
                                                                       uid="u")]), True),
     ],
     ids=[
@@ -55,14 +55,15 @@ def changed(**fields: object) -> Obj:
         "an ownerReference change is kept",
     ],
 )
-def test_generation_or_metadata_changed(event: EventType, new: Obj, kept: bool) -> None:
+def test_generation_or_metadata_changed(event: WatchEventType, new: Obj, kept: bool) -> None:
     assert generation_or_metadata_changed(event, Obj(BASE), new) is kept
 
 
 def test_objects_without_generation_count_any_new_resource_version() -> None:
     old = Obj(ObjectMeta(name="cm", resource_version="1"))
-    assert generation_or_metadata_changed(EventType.MODIFIED, old, Obj(ObjectMeta(name="cm", resource_version="2")))
-    assert not generation_or_metadata_changed(EventType.MODIFIED, old, old)
+    new = Obj(ObjectMeta(name="cm", resource_version="2"))
+    assert generation_or_metadata_changed(WatchEventType.MODIFIED, old, new)
+    assert not generation_or_metadata_changed(WatchEventType.MODIFIED, old, old)
 
 
 @pytest.mark.parametrize(

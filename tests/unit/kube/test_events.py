@@ -8,7 +8,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.domain.api.meta import ObjectMeta
 from shared.kube.client import CONFIG_MAPS, NAMESPACES
 from shared.kube.events import (
     AGGREGATE_WINDOW,
@@ -16,13 +15,14 @@ from shared.kube.events import (
     SPAM_BURST,
     SPAM_REFILL_SECONDS,
     EventType,
-    TokenBucket,
     event_name,
     format_time,
     involved_object,
     new_event,
     repeat_patch,
 )
+from shared.kube.meta import ObjectMeta
+from shared.kube.ratelimit import TokenBucket
 
 
 def test_constants_are_client_go_recorder_defaults() -> None:
@@ -52,7 +52,7 @@ def takes(bucket: TokenBucket, times: list[float]) -> list[bool]:
     ],
 )
 def test_token_bucket(times: list[float], expected: list[bool]) -> None:
-    assert takes(TokenBucket(SPAM_BURST, SPAM_REFILL_SECONDS, now=0.0), times) == expected
+    assert takes(TokenBucket(1.0 / SPAM_REFILL_SECONDS, SPAM_BURST, now=0.0), times) == expected
 
 
 @pytest.mark.parametrize(

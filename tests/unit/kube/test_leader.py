@@ -23,13 +23,13 @@ from shared.kube.leader import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,
     DEFAULT_RETRY_PERIOD,
-    Decision,
     LeaderElector,
     LeadershipLost,
     Lease,
+    LeaseAction,
+    LeaseSighting,
     LeaseSpec,
     LeaseTiming,
-    Observed,
     decide,
     format_micro_time,
     next_spec,
@@ -50,43 +50,43 @@ def held_by(holder: str | None, duration: int | None = 15) -> LeaseSpec:
 @pytest.mark.parametrize(
     ("observed", "now", "last_renewed", "expected"),
     [
-        pytest.param(None, T0, None, Decision.CREATE, id="no lease exists so a standby creates it"),
-        pytest.param(Observed(held_by(OTHER), T0), T0 + 14.999, None, Decision.WAIT,
+        pytest.param(None, T0, None, LeaseAction.CREATE, id="no lease exists so a standby creates it"),
+        pytest.param(LeaseSighting(held_by(OTHER), T0), T0 + 14.999, None, LeaseAction.WAIT,
                      id="another holder observed 14.999 s ago within its 15 s term so we wait"),
-        pytest.param(Observed(held_by(OTHER), T0), T0 + 15.0, None, Decision.ACQUIRE,
+        pytest.param(LeaseSighting(held_by(OTHER), T0), T0 + 15.0, None, LeaseAction.ACQUIRE,
                      id="another holder unchanged for exactly its 15 s term so we take over"),
-        pytest.param(Observed(held_by(OTHER, duration=3), T0), T0 + 3.5, None, Decision.ACQUIRE,
+        pytest.param(LeaseSighting(held_by(OTHER, duration=3), T0), T0 + 3.5, None, LeaseAction.ACQUIRE,
                      id="the record's own leaseDurationSeconds of 3 s sets the term not ours"),
-        pytest.param(Observed(held_by(OTHER, duration=None), T0), T0, None, Decision.ACQUIRE,
+        pytest.param(LeaseSighting(held_by(OTHER, duration=None), T0), T0, None, LeaseAction.ACQUIRE,
                      id="a record without leaseDurationSeconds has no term left"),
-        pytest.param(Observed(held_by(None), T0), T0, None, Decision.ACQUIRE,
+        pytest.param(LeaseSighting(held_by(None), T0), T0, None, LeaseAction.ACQUIRE,
                      id="a released lease with no holder is taken at once"),
-        pytest.param(Observed(held_by(""), T0), T0, None, Decision.ACQUIRE,
+        pytest.param(LeaseSighting(held_by(""), T0), T0, None, LeaseAction.ACQUIRE,
                      id="an empty holder string counts as released"),
-        pytest.param(Observed(held_by(ME), T0), T0 + 1, T0, Decision.RENEW,
+        pytest.param(LeaseSighting(held_by(ME), T0), T0 + 1, T0, LeaseAction.RENEW,
                      id="we hold it within the renew deadline so we renew"),
-        pytest.param(Observed(held_by(ME), T0), T0 + 100, None, Decision.RENEW,
+        pytest.param(LeaseSighting(held_by(ME), T0), T0 + 100, None, LeaseAction.RENEW,
                      id="a record naming us while not leading is renewed as ours like client-go"),
-        pytest.param(Observed(held_by(ME), T0), T0 + DEADLINE, T0, Decision.LOST,
+        pytest.param(LeaseSighting(held_by(ME), T0), T0 + DEADLINE, T0, LeaseAction.LOST,
                      id="leader at exactly the renew deadline since its last renewal has lost"),
-        pytest.param(Observed(held_by(ME), T0), T0 + 9.999, T0, Decision.RENEW,
+        pytest.param(LeaseSighting(held_by(ME), T0), T0 + 9.999, T0, LeaseAction.RENEW,
                      id="leader just inside the renew deadline still renews"),
-        pytest.param(Observed(held_by(OTHER), T0 + 1), T0 + 2, T0, Decision.LOST,
+        pytest.param(LeaseSighting(held_by(OTHER), T0 + 1), T0 + 2, T0, LeaseAction.LOST,
                      id="leader that sees another holder has lost even within the deadline"),
-        pytest.param(None, T0 + DEADLINE + 1, T0, Decision.LOST,
+        pytest.param(None, T0 + DEADLINE + 1, T0, LeaseAction.LOST,
                      id="leader past its deadline has lost even if the lease vanished"),
-        pytest.param(Observed(held_by(None), T0 + 1), T0 + 2, T0, Decision.ACQUIRE,
+        pytest.param(LeaseSighting(held_by(None), T0 + 1), T0 + 2, T0, LeaseAction.ACQUIRE,
                      id="leader whose lease was cleared by someone re-acquires it"),
     ],
 )
-def test_decide(observed: Observed | None, now: float, last_renewed: float | None, expected: Decision) -> None:
+def test_decide(observed: LeaseSighting | None, now: float, last_renewed: float | None, expected: LeaseAction) -> None:
     assert decide(observed, identity=ME, now=now, last_renewed=last_renewed, renew_deadline=DEADLINE) is expected
 
 
 def test_standby_waits_full_term_from_its_own_observation_not_from_renew_time() -> None:
     # renewTime says 2020 (wall clocks disagree wildly); only our observation time counts.
-    observed = Observed(held_by(OTHER, duration=15), at=T0)
-    assert decide(observed, identity=ME, now=T0 + 14, last_renewed=None, renew_deadline=DEADLINE) is Decision.WAIT
+    observed = LeaseSighting(held_by(OTHER, duration=15), at=T0)
+    assert decide(observed, identity=ME, now=T0 + 14, last_renewed=None, renew_deadline=DEADLINE) is LeaseAction.WAIT
 
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
@@ -97,28 +97,28 @@ EARLIER = "2026-03-04T05:00:00.000001Z"
 @pytest.mark.parametrize(
     ("decision", "previous", "expected"),
     [
-        pytest.param(Decision.CREATE, None,
+        pytest.param(LeaseAction.CREATE, None,
                      LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=STAMP, renew_time=STAMP,
                                lease_transitions=0),
                      id="create holds it with zero transitions and both times now"),
-        pytest.param(Decision.ACQUIRE,
+        pytest.param(LeaseAction.ACQUIRE,
                      LeaseSpec(holder_identity=OTHER, lease_duration_seconds=7, acquire_time=EARLIER,
                                renew_time=EARLIER, lease_transitions=4),
                      LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=STAMP, renew_time=STAMP,
                                lease_transitions=5),
                      id="takeover increments transitions and resets acquireTime"),
-        pytest.param(Decision.ACQUIRE,
+        pytest.param(LeaseAction.ACQUIRE,
                      LeaseSpec(lease_duration_seconds=1, acquire_time=EARLIER, renew_time=EARLIER),
                      LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=STAMP, renew_time=STAMP,
                                lease_transitions=1),
                      id="taking a record that never counted transitions starts at one"),
-        pytest.param(Decision.RENEW,
+        pytest.param(LeaseAction.RENEW,
                      LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=EARLIER,
                                renew_time=EARLIER, lease_transitions=4),
                      LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=EARLIER, renew_time=STAMP,
                                lease_transitions=4),
                      id="renew moves only renewTime"),
-        pytest.param(Decision.RENEW,
+        pytest.param(LeaseAction.RENEW,
                      LeaseSpec(holder_identity=ME, lease_duration_seconds=15, acquire_time=EARLIER,
                                renew_time=EARLIER, lease_transitions=2, strategy="OldestEmulationVersion",
                                preferred_holder="x"),
@@ -127,13 +127,13 @@ EARLIER = "2026-03-04T05:00:00.000001Z"
                      id="renew carries coordinated election fields through"),
     ],
 )
-def test_next_spec(decision: Decision, previous: LeaseSpec | None, expected: LeaseSpec) -> None:
+def test_next_spec(decision: LeaseAction, previous: LeaseSpec | None, expected: LeaseSpec) -> None:
     assert next_spec(decision, previous, identity=ME, now=NOW, lease_duration_seconds=15) == expected
 
 
-@pytest.mark.parametrize("decision", [Decision.WAIT, Decision.LOST], ids=["waiting writes nothing",
+@pytest.mark.parametrize("decision", [LeaseAction.WAIT, LeaseAction.LOST], ids=["waiting writes nothing",
                                                                           "losing writes nothing"])
-def test_next_spec_refuses_decisions_without_a_write(decision: Decision) -> None:
+def test_next_spec_refuses_decisions_without_a_write(decision: LeaseAction) -> None:
     with pytest.raises(ValueError, match="writes no record"):
         next_spec(decision, None, identity=ME, now=NOW, lease_duration_seconds=15)
 
@@ -144,8 +144,8 @@ def test_release_clears_holder_keeps_transitions_and_lets_a_standby_acquire_at_o
     released = released_spec(held, now=NOW)
     assert released == LeaseSpec(holder_identity=None, lease_duration_seconds=1, acquire_time=STAMP,
                                  renew_time=STAMP, lease_transitions=3)
-    assert decide(Observed(released, T0), identity=OTHER, now=T0, last_renewed=None,
-                  renew_deadline=DEADLINE) is Decision.ACQUIRE
+    assert decide(LeaseSighting(released, T0), identity=OTHER, now=T0, last_renewed=None,
+                  renew_deadline=DEADLINE) is LeaseAction.ACQUIRE
 
 
 @pytest.mark.parametrize(
@@ -300,7 +300,7 @@ async def test_another_holder_cancels_the_work_and_raises_leadership_lost_withou
 
     async def work() -> None:
         assert api.lease is not None
-        taken = next_spec(Decision.ACQUIRE, api.lease.spec, identity=OTHER, now=NOW, lease_duration_seconds=3)
+        taken = next_spec(LeaseAction.ACQUIRE, api.lease.spec, identity=OTHER, now=NOW, lease_duration_seconds=3)
         api.store(msgspec.structs.replace(api.lease, spec=taken))
         try:
             await anyio.sleep_forever()

@@ -8,31 +8,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.domain import finalizers as fin
-from shared.domain.api.meta import ObjectMeta
-from shared.domain.api.process import ProcessPhase, ProcessStatus
 from shared.kube.client import CONFIG_MAPS, NAMESPACES, Resource
-from shared.kube.errors import Conflict
+from shared.kube.meta import MetaView, ObjectMeta, meta_view
 from shared.kube.patch import (
-    DEFAULT_RETRY,
-    MetaView,
-    RetryPolicy,
-    add_finalizer,
-    add_finalizer_patch,
     annotation_changes,
+    annotations_patch,
     apply_target,
     merge_patch_changes,
-    meta_view,
-    remove_finalizer_patch,
     status_changes,
 )
-
-OTHER = "example.com/other"
-
-
-def view(finalizers: tuple[str, ...] = (), *, rv: str | None = "7", deleting: bool = False) -> MetaView:
-    return MetaView("obj", "ns", rv, {}, finalizers, deleting)
-
 
 # ── annotations ──
 
@@ -64,6 +48,22 @@ def test_annotation_changes(
     current: dict[str, str] | None, changes: dict[str, str | None], expected: dict[str, str | None]
 ) -> None:
     assert annotation_changes(current, changes) == expected
+
+
+def test_annotations_patch_sets_a_key() -> None:
+    assert annotations_patch({"example.com/a": "1"}) == {"metadata": {"annotations": {"example.com/a": "1"}}}
+
+
+def test_annotations_patch_strips_a_key_with_json_null() -> None:
+    body = annotations_patch({"example.com/a": None})
+    assert msgspec.json.encode(body) == b'{"metadata":{"annotations":{"example.com/a":null}}}'
+
+
+def test_annotations_patch_copies_its_input() -> None:
+    changes: dict[str, str | None] = {"example.com/a": "1"}
+    body = annotations_patch(changes)
+    changes["example.com/b"] = None
+    assert body == {"metadata": {"annotations": {"example.com/a": "1"}}}
 
 
 # ── object views ──
@@ -106,120 +106,6 @@ def test_meta_view(obj: Any, expected: MetaView) -> None:
 def test_meta_view_without_a_name_is_refused() -> None:
     with pytest.raises(ValueError, match=r"metadata\.name"):
         meta_view({"metadata": {}})
-
-
-# ── finalizers ──
-
-
-@pytest.mark.parametrize(
-    ("current", "expected_list"),
-    [
-        ((), [fin.PROCESS]),
-        ((OTHER,), [OTHER, fin.PROCESS]),
-        ((fin.PROCESS,), None),
-        ((OTHER, fin.PROCESS), None),
-    ],
-    ids=[
-        "adding to an empty list writes just ours",
-        "adding keeps another controller's entry first",
-        "adding a present finalizer sends nothing",
-        "adding a finalizer present among others sends nothing",
-    ],
-)
-def test_add_finalizer_patch(current: tuple[str, ...], expected_list: list[str] | None) -> None:
-    patch = add_finalizer_patch(view(current), fin.PROCESS)
-    expected = None if expected_list is None else {"metadata": {"finalizers": expected_list, "resourceVersion": "7"}}
-    assert patch == expected
-
-
-@pytest.mark.parametrize(
-    ("current", "expected_list"),
-    [
-        ((fin.PROCESS,), []),
-        ((OTHER, fin.PROCESS), [OTHER]),
-        ((fin.PROCESS, OTHER), [OTHER]),
-        ((OTHER,), None),
-        ((), None),
-    ],
-    ids=[
-        "removing the only finalizer writes an empty list",
-        "removing keeps another controller's entry before it",
-        "removing keeps another controller's entry after it",
-        "removing an absent finalizer sends nothing",
-        "removing from an empty list sends nothing",
-    ],
-)
-def test_remove_finalizer_patch(current: tuple[str, ...], expected_list: list[str] | None) -> None:
-    patch = remove_finalizer_patch(view(current), fin.PROCESS)
-    expected = None if expected_list is None else {"metadata": {"finalizers": expected_list, "resourceVersion": "7"}}
-    assert patch == expected
-
-
-def test_no_finalizer_is_added_to_a_deleting_object() -> None:
-    # spec/runtime-anchors.md §3 #7/#8: the API server forbids new finalizers once deletion started
-    assert add_finalizer_patch(view((OTHER,), deleting=True), fin.PROCESS) is None
-
-
-def test_finalizers_are_still_removed_from_a_deleting_object() -> None:
-    assert remove_finalizer_patch(view((fin.PROCESS,), deleting=True), fin.PROCESS) == {
-        "metadata": {"finalizers": [], "resourceVersion": "7"}}
-
-
-@pytest.mark.parametrize("compose", [add_finalizer_patch, remove_finalizer_patch], ids=["adding", "removing"])
-def test_an_unguarded_finalizer_patch_is_refused(compose: Any) -> None:
-    current = (fin.PROCESS,) if compose is remove_finalizer_patch else ()
-    with pytest.raises(ValueError, match="resourceVersion"):
-        compose(view(current, rv=None), fin.PROCESS)
-
-
-def test_default_retry_is_client_go_default_retry() -> None:
-    # client-go retry.DefaultRetry: Steps 5, Duration 10 ms, Factor 1.0, Jitter 0.1 (anchors §1)
-    assert (DEFAULT_RETRY.steps, DEFAULT_RETRY.duration, DEFAULT_RETRY.factor, DEFAULT_RETRY.jitter) == (
-        5, 0.010, 1.0, 0.1)
-
-
-@pytest.mark.parametrize(
-    ("policy", "rng", "expected"),
-    [
-        (RetryPolicy(), 0.0, [0.010] * 4),
-        (RetryPolicy(), 1.0, [0.011] * 4),
-        (RetryPolicy(steps=4, duration=0.010, factor=5.0, jitter=0.1), 0.5, [0.0105, 0.0525, 0.2625]),
-        (RetryPolicy(steps=1), 0.5, []),
-    ],
-    ids=[
-        "five steps wait four times ten milliseconds without jitter",
-        "full jitter stretches each wait by ten percent",
-        "a factor multiplies each wait (client-go DefaultBackoff)",
-        "a single step never waits",
-    ],
-)
-def test_retry_delays(policy: RetryPolicy, rng: float, expected: list[float]) -> None:
-    assert policy.delays(lambda: rng) == pytest.approx(expected)
-
-
-class _AlwaysConflicting:
-    """A stand-in client whose every PATCH loses the race; GET returns a fresh version each time."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
-        self.calls.append("GET")
-        version = str(len(self.calls))
-        return msgspec.json.encode({"metadata": {"name": name, "resourceVersion": version, "finalizers": [OTHER]}})
-
-    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None) -> bytes:
-        self.calls.append("PATCH")
-        raise Conflict(409, "Conflict", "the object has been modified")
-
-
-@pytest.mark.anyio
-async def test_a_finalizer_write_gives_up_with_conflict_after_the_retry_steps() -> None:
-    client = _AlwaysConflicting()
-    policy = RetryPolicy(steps=3, duration=0.0, jitter=0.0)
-    with pytest.raises(Conflict):
-        await add_finalizer(client, CONFIG_MAPS, "ns", "obj", fin.PROCESS, retry=policy)  # type: ignore[arg-type]
-    assert client.calls == ["GET", "PATCH"] * 3
 
 
 # ── status ──
@@ -295,16 +181,39 @@ def test_status_changes(current: Any, status_patch: dict[str, Any], changes: boo
     assert status_changes(current, status_patch) is changes
 
 
-def test_status_of_a_wire_struct_compares_in_its_wire_form() -> None:
-    class _Process(msgspec.Struct):
-        metadata: ObjectMeta
-        status: ProcessStatus
+class _Status(msgspec.Struct, frozen=True):
+    """A status type with a wire form of its own (JSONEncodable): the time written in whole seconds, ``Z``."""
 
-    since = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-    cached = _Process(ObjectMeta(name="p"), ProcessStatus(phase=ProcessPhase.RUNNING, phase_since=since))
+    phase: str
+    since: datetime
+
+    def to_json(self) -> Any:
+        return {"phase": self.phase, "phaseSince": self.since.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def test_a_json_encodable_status_compares_in_its_own_wire_form() -> None:
+    class _Obj(msgspec.Struct):
+        metadata: ObjectMeta
+        status: _Status
+
+    cached = _Obj(ObjectMeta(name="p"), _Status("Running", datetime(2024, 5, 1, 12, 0, tzinfo=UTC)))
     assert not status_changes(cached, {"phase": "Running", "phaseSince": "2024-05-01T12:00:00Z"})
     assert status_changes(cached, {"phase": "Running", "phaseSince": "2024-05-01T12:00:01Z"})
     assert not status_changes(cached, {"message": None})
+
+
+def test_a_plain_struct_status_compares_as_msgspec_renders_it() -> None:
+    class _Plain(msgspec.Struct, omit_defaults=True):
+        phase: str = ""
+        count: int = 0
+
+    class _Obj(msgspec.Struct):
+        metadata: ObjectMeta
+        status: _Plain
+
+    cached = _Obj(ObjectMeta(name="p"), _Plain(phase="Running"))
+    assert not status_changes(cached, {"phase": "Running"})
+    assert status_changes(cached, {"count": 0}), "a default the Struct omits counts as absent"
 
 
 # ── server-side apply ──

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.lowlevel
@@ -17,13 +17,12 @@ from prometheus_client import CollectorRegistry
 
 from shared.kube.metrics import RuntimeMetrics
 from shared.kube.workqueue import (
+    BucketRateLimiter,
     ItemExponentialBackoff,
     MaxOfRateLimiter,
     ShutDown,
-    TokenBucket,
     WorkQueue,
     default_controller_rate_limiter,
-    run_workers,
 )
 from tests.support.clock import FakeClock
 
@@ -41,6 +40,19 @@ async def eventually(condition: Callable[[], bool]) -> None:
     with anyio.fail_after(DEADLINE):
         while not condition():
             await anyio.lowlevel.checkpoint()
+
+
+async def worker(q: WorkQueue[str], handler: Callable[[str], Awaitable[None]]) -> None:
+    """A worker loop as a controller runs it: get, handle, done, until the queue shuts down."""
+    while True:
+        try:
+            key = await q.get()
+        except ShutDown:
+            return
+        try:
+            await handler(key)
+        finally:
+            q.done(key)
 
 
 def new_queue(clock: FakeClock | None = None) -> WorkQueue[str]:
@@ -158,7 +170,8 @@ async def test_many_workers_never_process_one_key_at_the_same_time() -> None:
 
     with anyio.fail_after(DEADLINE * 4):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run_workers, q, 16, handler)
+            for _ in range(16):
+                tg.start_soon(worker, q, handler)
             await producer()
             await eventually(lambda: len(q) == 0 and q.processing == 0)
             await q.shutdown(drain=True)
@@ -218,7 +231,7 @@ async def test_token_bucket_allows_a_burst_of_100_then_10_per_second(
     calls_before: int, pause: float, calls_after: int, expected_last_delay: float
 ) -> None:
     clock = FakeClock()
-    bucket: TokenBucket[str] = TokenBucket(clock=clock)
+    bucket: BucketRateLimiter[str] = BucketRateLimiter(clock=clock)
     for i in range(calls_before):
         bucket.when(f"before{i}")
     clock.advance(pause)
@@ -245,8 +258,8 @@ async def test_the_default_limiter_takes_the_larger_of_backoff_and_bucket() -> N
     [
         pytest.param(lambda: ItemExponentialBackoff(base=-1.0), id="a negative backoff base is rejected"),
         pytest.param(lambda: ItemExponentialBackoff(base=2.0, cap=1.0), id="a cap below the base is rejected"),
-        pytest.param(lambda: TokenBucket(qps=0), id="a bucket with zero qps is rejected"),
-        pytest.param(lambda: TokenBucket(burst=0), id="a bucket with zero burst is rejected"),
+        pytest.param(lambda: BucketRateLimiter(qps=0), id="a bucket with zero qps is rejected"),
+        pytest.param(lambda: BucketRateLimiter(burst=0), id="a bucket with zero burst is rejected"),
         pytest.param(lambda: MaxOfRateLimiter(), id="combining no limiters is rejected"),
     ],
 )
@@ -386,40 +399,6 @@ async def test_shutdown_wakes_every_waiting_get_with_shutdown() -> None:
     assert outcomes == ["shut down"] * 4
     clock.advance(120.0)
     assert (len(q), q.waiting) == (0, 0), "waiting keys are dropped at shutdown"
-
-
-async def test_run_workers_forgets_on_success_and_requeues_on_error() -> None:
-    clock = FakeClock()
-    q = new_queue(clock)
-    calls: list[str] = []
-
-    async def handler(key: str) -> None:
-        calls.append(key)
-        if key == "bad":
-            raise RuntimeError("boom")
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_workers, q, 2, handler)
-        q.add_rate_limited("good")
-        clock.advance(0.005)
-        await eventually(lambda: "good" in calls and q.processing == 0)
-        assert q.num_requeues("good") == 0
-        q.add("bad")
-        await eventually(lambda: q.num_requeues("bad") == 1 and q.processing == 0)
-        assert q.waiting == 1
-        await settle()
-        clock.advance(0.005)  # the idle workers' timers fire for the due retry
-        await eventually(lambda: calls.count("bad") == 2)
-        await q.shutdown(drain=True)
-    assert calls.count("good") == 1
-
-
-async def test_run_workers_needs_at_least_one_worker() -> None:
-    async def handler(key: str) -> None:
-        return None
-
-    with pytest.raises(ValueError, match="worker"):
-        await run_workers(new_queue(), 0, handler)
 
 
 # --- metrics hook -------------------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROC
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Request
 from shared.kube.events import EventRecorder
-from shared.kube.informer import EventType as InformerEvent
 from shared.kube.informer import Informer
+from shared.kube.informer import WatchEventType as InformerEvent
 from tests.unit.pool_reconciler.test_allocation_decide import NOW, alloc, member, pool
 
 

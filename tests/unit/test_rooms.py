@@ -1,0 +1,80 @@
+"""The three rooms hold (docs/architecture.md): the runtime imports nothing of the domain, the binaries
+import nothing of the local tooling, and the image ships neither the tooling nor its dependencies.
+
+Imports are checked in fresh interpreters (``sys.modules`` after the import), so nothing a test run
+imported earlier can hide a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import shared.kube
+from tests.unit.test_containerfile import CONTAINERFILE, parse
+
+ROOT = Path(__file__).resolve().parents[2]
+OURS = ("shared", "reconciler", "pool_reconciler", "tools", "tests", "bench")
+
+
+def loaded_after(statement: str) -> list[str]:
+    """Modules of ours and third-party top-level packages in ``sys.modules`` after ``statement``."""
+    code = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    modules: list[str] = json.loads(out.stdout)
+    return modules
+
+
+RUNTIME_MODULES = sorted(f"shared.kube.{m.name}" for m in pkgutil.iter_modules(shared.kube.__path__))
+
+
+def test_the_runtime_imports_nothing_of_the_domain_or_the_binaries() -> None:
+    modules = loaded_after("\n".join(f"import {m}" for m in RUNTIME_MODULES))
+    ours = [m for m in modules if m.split(".")[0] in OURS]
+    assert set(RUNTIME_MODULES) <= set(ours), "every runtime module was imported"
+    assert [m for m in ours if m != "shared" and not m.startswith("shared.kube")] == []
+
+
+def test_the_package_above_the_runtime_is_empty_of_imports() -> None:
+    tree = ast.parse((ROOT / "shared" / "__init__.py").read_text())
+    imports = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
+    assert imports == [], "importing shared.kube must not pull anything in through shared/__init__.py"
+
+
+@pytest.mark.parametrize("binary", ["reconciler.main", "pool_reconciler.main"])
+def test_the_binaries_import_no_local_tooling(binary: str) -> None:
+    modules = loaded_after(f"import {binary}")
+    assert binary in modules
+    assert [m for m in modules if m.split(".")[0] in ("tools", "tests", "bench", "cryptography")] == []
+
+
+def test_the_image_copies_only_the_product_rooms() -> None:
+    _, stages = parse(CONTAINERFILE.read_text())
+    sources = sorted(
+        source.rstrip("/")
+        for stage in stages
+        for rest in stage.args("COPY")
+        if not rest.startswith("--from")
+        for source in rest.split()[:-1]  # the last word is the destination
+    )
+    assert sources == sorted(["pyproject.toml", "constraints.txt", "README.md", "shared", "reconciler",
+                              "pool_reconciler"])
+
+
+def test_the_product_distribution_has_no_tooling_package_or_dependency() -> None:
+    product = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = product["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(packages) == ["pool_reconciler*", "reconciler*", "shared*"]
+    dependencies = " ".join(product["project"]["dependencies"])
+    assert "cryptography" not in dependencies, "only the local PKI (tools/) needs it"
+    assert "tatara" not in product["project"]["scripts"], "the tatara CLI is tooling"
+    tooling = tomllib.loads((ROOT / "tools" / "pyproject.toml").read_text())
+    assert tooling["project"]["scripts"] == {"tatara": "tools.cli:main"}
+    assert any(d.startswith("cryptography") for d in tooling["project"]["dependencies"])
