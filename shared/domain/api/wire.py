@@ -28,6 +28,7 @@ __all__ = [
     "Double",
     "FreeObject",
     "Int32",
+    "MergePatch",
     "Timestamp",
     "UInt16",
     "UInt32",
@@ -97,6 +98,22 @@ class WireStruct(
     def to_json(self) -> Any:
         """This value as the reference serializes it (:func:`shared.domain.api.codec.to_wire`); how the
         runtime's write helpers encode a model (``shared.kube.meta.JSONEncodable``)."""
+        from shared.domain.api.codec import to_wire  # codec imports this module
+
+        return to_wire(self)
+
+
+class MergePatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True, gc=False):
+    """Base of a typed JSON merge patch (RFC 7386), e.g. of a ``/status``: declare each field as
+    ``T | None | msgspec.UnsetType = msgspec.UNSET``.
+
+    A field left ``UNSET`` is not sent; ``None`` is sent as ``null`` (the key is deleted); any other
+    value is sent as :func:`shared.domain.api.codec.to_wire` writes it (models with their emission
+    rules, timestamps in UTC). The runtime's write helpers encode it through :meth:`to_json`.
+    """
+
+    def to_json(self) -> Any:
+        """The patch as JSON data: set fields only, in declaration order."""
         from shared.domain.api.codec import to_wire  # codec imports this module
 
         return to_wire(self)
