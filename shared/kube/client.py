@@ -4,7 +4,7 @@ kubernetes-asyncio supplies configuration and authentication only (kubeconfig,
 in-cluster service-account token re-read every minute, exec plugins, client certs);
 requests go through its one aiohttp session, with an explicit timeout and explicit
 ``Content-Type``/``Accept`` on every call, and bodies stay raw bytes that callers decode
-with msgspec into our Structs (DESIGN §4 "Client"). Failures raise the typed errors of
+with msgspec into our Structs (docs/runtime.md#client). Failures raise the typed errors of
 :mod:`shared.kube.errors`.
 """
 

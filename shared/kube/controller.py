@@ -12,7 +12,7 @@ converges it, returning :class:`Result` (done, or requeue after N seconds) or ra
   (:meth:`Controller.owns`) or a custom mapper (:meth:`Controller.watches`); a child's
   status change does trigger its owner;
 - never two workers on one key (the work queue's dirty-while-processing);
-- metrics with controller-runtime names (spec/runtime-anchors.md §1.1), one
+- metrics with controller-runtime names (docs/runtime.md#metrics), one
   OpenTelemetry span and log context (controller, namespace, name) per reconcile;
 - :meth:`Controller.shutdown` stops hand-outs and waits for in-flight reconciles.
 """
@@ -66,7 +66,7 @@ class Result:
 
     @classmethod
     def after(cls, seconds: float) -> Result:
-        """Reconcile again in ``seconds`` (polling as an explicit requeue, DESIGN §2.11)."""
+        """Reconcile again in ``seconds``: polling is an explicit requeue (docs/runtime.md#controller)."""
         return cls(requeue_after=seconds)
 
 

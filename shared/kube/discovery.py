@@ -1,6 +1,6 @@
 """Kind → resource resolution by API discovery (a RESTMapper), never a hand-written table.
 
-DESIGN §2.3: the plural and scope of a child's kind come from the API server's discovery
+docs/runtime.md#discovery: the plural and scope of a child's kind come from the API server's discovery
 document for its group/version (``GET /apis/<group>/<version>`` or ``/api/v1``), cached
 per group/version and refreshed once when a kind is missing (a CRD installed later).
 """

@@ -1,7 +1,7 @@
 """Kubernetes Events (core/v1) for transitions and errors, aggregated on repeats and rate limited per object.
 
-DESIGN §4 "Observability" ("Kubernetes Events for transitions and errors"); behaviour after
-client-go's ``tools/record`` recorder (spec/runtime-anchors.md §1 "Event recording"):
+Kubernetes Events for transitions and errors (docs/runtime.md#events); behaviour after
+client-go's ``tools/record`` recorder:
 
 - an Event carries ``involvedObject``, ``reason``, ``message``, ``type`` (Normal/Warning),
   ``source.component`` and ``reportingComponent`` (the reporting controller),
@@ -59,18 +59,18 @@ __all__ = [
 ]
 
 SPAM_BURST: Final = 25
-"""Events one object may emit at once (client-go ``defaultSpamBurst``; anchors §1 "Event recording")."""
+"""Events one object may emit at once (client-go ``defaultSpamBurst``)."""
 
 SPAM_REFILL_SECONDS: Final = 300.0
-"""Seconds per new token of an object's bucket (client-go ``defaultSpamQPS`` = 1/300; anchors §1)."""
+"""Seconds per new token of an object's bucket (client-go ``defaultSpamQPS`` = 1/300)."""
 
 AGGREGATE_WINDOW: Final = 600.0
 """Seconds within which a repeat is folded into the existing Event (client-go
-``defaultAggregateIntervalInSeconds``; anchors §1)."""
+``defaultAggregateIntervalInSeconds``)."""
 
 CACHE_SIZE: Final = 4096
 """Event series and spam buckets remembered, least recently used dropped first (client-go
-``maxLruCacheEntries``; anchors §1)."""
+``maxLruCacheEntries``)."""
 
 
 class EventType(StrEnum):

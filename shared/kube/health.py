@@ -1,6 +1,6 @@
-"""One HTTP server for ``/metrics``, ``/healthz`` and ``/readyz`` (DESIGN §4 "Observability").
+"""One HTTP server for ``/metrics``, ``/healthz`` and ``/readyz`` (docs/runtime.md#health).
 
-Endpoint names and meaning follow controller-runtime (spec/runtime-anchors.md §1 "Health/readiness"):
+Endpoint names and meaning follow controller-runtime's ``pkg/healthz``:
 
 - ``/healthz`` (liveness): 200 when the event loop answers at all and every registered health check passes;
 - ``/readyz`` (readiness): 200 only when every registered readiness check passes (e.g. informers synced, and —

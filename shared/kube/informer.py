@@ -1,6 +1,6 @@
 """An informer: a LIST+WATCH loop that keeps a local cache of one resource and reports changes.
 
-Behaviour (DESIGN §4 "Informer"; spec/runtime-anchors.md §1 and §6):
+Behaviour (docs/runtime.md#informer, after client-go's reflector):
 
 - paginated LIST (``limit`` :data:`~shared.kube.pager.DEFAULT_PAGE_SIZE`), then WATCH from the list's
   resourceVersion with ``allowWatchBookmarks=true`` and a server ``timeoutSeconds``

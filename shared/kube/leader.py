@@ -3,8 +3,8 @@
 One :class:`LeaderElector` per binary campaigns for a Lease; :meth:`LeaderElector.run` calls the controller's
 ``lead`` coroutine only while this instance holds the Lease, and cancels it when leadership is lost.
 
-How time is measured (client-go ``tools/leaderelection/leaderelection.go``, spec/runtime-anchors.md §1 "Leader
-election", §3 #21, §6 item 9):
+How time is measured (client-go ``tools/leaderelection/leaderelection.go``; docs/runtime.md#leader-election and
+#bug-leader-flapping):
 
 - A standby never compares wall clocks. It remembers the Lease record and the moment, on its own monotonic
   clock, it first saw that record; the holder is presumed alive until ``leaseDurationSeconds`` have passed since
@@ -14,7 +14,8 @@ election", §3 #21, §6 item 9):
   before any standby can take over (a standby waits the full lease duration from when it *received* the record
   that write produced, and lease duration > renew deadline; the difference is the clock-skew tolerance).
 - Each attempt (a GET and a PUT, or the leader's single-PUT fast path) is bounded by max(renew deadline / 2, 1 s)
-  and never outlives the renew deadline, so one hung request cannot use up the whole budget (§3 #21).
+  and never outlives the renew deadline, so one hung request cannot use up the whole budget
+  (docs/runtime.md#bug-leader-flapping).
 
 The decision itself is the pure function :func:`decide`; :func:`next_spec` and :func:`released_spec` compute the
 record to write. Both are table-tested without a server.
@@ -63,11 +64,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_DURATION = 15.0
-"""Seconds a standby waits, after last seeing the record change, before taking over (§1: controller-runtime)."""
+"""Seconds a standby waits, after last seeing the record change, before taking over (controller-runtime)."""
 DEFAULT_RENEW_DEADLINE = 10.0
-"""Seconds the leader keeps trying to renew, from its last successful renewal, before it stops leading (§1)."""
+"""Seconds the leader keeps renewing, from its last successful renewal, before it stops leading (controller-runtime)."""
 DEFAULT_RETRY_PERIOD = 2.0
-"""Seconds between acquire / renew attempts (§1)."""
+"""Seconds between acquire / renew attempts (controller-runtime)."""
 
 _RETRY_JITTER = 0.2
 """Standby attempts wait retry_period × (1 + U[0, this)) so standbys do not poll in lockstep."""
@@ -123,7 +124,7 @@ class LeaseTiming:
     """The three durations of leader election, seconds.
 
     Raises ValueError unless lease_duration > renew_deadline > 1.2 × retry_period > 0, client-go's
-    ``NewLeaderElector`` check (spec/runtime-anchors.md §1 "Leader election").
+    ``NewLeaderElector`` check.
     """
 
     lease_duration: float = DEFAULT_LEASE_DURATION
@@ -143,7 +144,8 @@ class LeaseTiming:
     @property
     def attempt_timeout(self) -> float:
         """Seconds one acquire/renew attempt may take: max(renew_deadline / 2, 1) — controller-runtime's
-        per-request timeout (§1), well under the renew deadline so a retry still fits (§3 #21)."""
+        per-request timeout, well under the renew deadline so a retry still fits
+        (docs/runtime.md#bug-leader-flapping)."""
         return max(self.renew_deadline / 2, 1.0)
 
     @property
@@ -196,7 +198,7 @@ def decide(
         renew_deadline: seconds a leader may go without a successful renewal.
 
     The holder's term is ``observed.at + leaseDurationSeconds`` on our clock, never compared with ``renewTime``
-    (client-go ``isLeaseValid``; spec/runtime-anchors.md §1, §3 #21).
+    (client-go ``isLeaseValid``; docs/runtime.md#leader-election).
     """
     leading = last_renewed is not None
     if last_renewed is not None and now >= last_renewed + renew_deadline:

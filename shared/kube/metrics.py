@@ -1,8 +1,8 @@
 """Prometheus metrics with controller-runtime's names, labels and buckets, on one registry per process.
 
-Names, label names and buckets: spec/runtime-anchors.md §1.1 (controller-runtime ``pkg/internal/controller/
+Names, label names and buckets: docs/runtime.md#metrics (controller-runtime ``pkg/internal/controller/
 metrics``, ``pkg/internal/metrics/workqueue.go``, ``pkg/metrics/leaderelection.go``, ``client_go_adapter.go``),
-so existing controller-runtime dashboards work unchanged (§5).
+so existing controller-runtime dashboards work unchanged.
 
 - :data:`registry` is the process registry; domain code registers its ``tatara_*`` metrics on it.
 - :func:`runtime_metrics` returns the standard metrics on :data:`registry` (created on first call);
@@ -57,15 +57,15 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
     return tuple(bounds)
 
 
-#: ``controller_runtime_reconcile_time_seconds`` buckets, seconds — spec/runtime-anchors.md §1.1.
+#: ``controller_runtime_reconcile_time_seconds`` buckets, seconds (controller-runtime).
 RECONCILE_TIME_BUCKETS: Final[tuple[float, ...]] = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
     1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0,
     40.0, 50.0, 60.0,
 )  # fmt: skip
-#: ``workqueue_{queue,work}_duration_seconds`` buckets: ExponentialBuckets(10e-9, 10, 12) = 1e-8 s … 1e3 s — §1.1.
+#: ``workqueue_{queue,work}_duration_seconds`` buckets: ExponentialBuckets(10e-9, 10, 12) = 1e-8 s … 1e3 s.
 WORKQUEUE_DURATION_BUCKETS: Final[tuple[float, ...]] = exponential_buckets(10e-9, 10, 12)
-#: Values of the ``result`` label of ``controller_runtime_reconcile_total``, all pre-initialised to 0 — §1.1.
+#: Values of the ``result`` label of ``controller_runtime_reconcile_total``, all pre-initialised to 0.
 RECONCILE_RESULTS: Final[tuple[str, ...]] = ("success", "error", "requeue", "requeue_after")
 
 _WQ_LABELS: Final = ("name", "controller")
@@ -119,7 +119,7 @@ class _QueueGaugeCollector(Collector):
 class RuntimeMetrics:
     """The controller-runtime metric set registered on ``registry``; raises ValueError if any name is taken.
 
-    Label names per metric are those of spec/runtime-anchors.md §1.1; ``workqueue_*`` metrics set both
+    Label names per metric are controller-runtime's (docs/runtime.md#metrics); ``workqueue_*`` metrics set both
     ``name`` and ``controller`` to the controller name, and ``priority`` to "" (a queue without priorities).
     """
 
@@ -223,7 +223,7 @@ class RuntimeMetrics:
     def init_controller(self, controller: str, *, max_concurrent_reconciles: int) -> None:
         """Create the controller's series at their initial values so they are exported before any reconcile:
         every ``result`` of ``reconcile_total`` and the error/panic counters at 0, active workers 0, and
-        ``max_concurrent_reconciles`` set (controller-runtime does the same at controller start — §1.1)."""
+        ``max_concurrent_reconciles`` set (controller-runtime does the same at controller start)."""
         for result in RECONCILE_RESULTS:
             self.reconcile_total.labels(controller, result)
         self.reconcile_errors_total.labels(controller)

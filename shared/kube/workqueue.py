@@ -1,7 +1,6 @@
 """A per-key work queue for reconcilers: dedup, dirty-while-processing, rate-limited requeues, graceful drain.
 
-Semantics follow client-go's ``util/workqueue`` (spec/runtime-anchors.md §1, "Per-key work queue" and
-"Rate-limited requeue" rows):
+Semantics follow client-go's ``util/workqueue`` (docs/runtime.md#work-queue):
 
 - a key is queued at most once; adding a queued key again is a no-op (dedup);
 - a key handed out by :meth:`WorkQueue.get` is *processing* until :meth:`WorkQueue.done`; adding it meanwhile
@@ -46,7 +45,7 @@ __all__ = [
 K = TypeVar("K", bound=Hashable)
 K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
 
-#: Per-key backoff base and cap, seconds: client-go DefaultTypedControllerRateLimiter — spec/runtime-anchors.md §1.
+#: Per-key backoff base and cap, seconds: client-go ``DefaultTypedControllerRateLimiter``.
 DEFAULT_BACKOFF_BASE: Final = 0.005
 DEFAULT_BACKOFF_CAP: Final = 1000.0
 #: Overall token bucket: 10 QPS, burst 100 — same source.
@@ -175,7 +174,7 @@ class MaxOfRateLimiter(Generic[K]):
 def default_controller_rate_limiter(clock: Clock | None = None) -> MaxOfRateLimiter[K]:
     """max(per-key 5 ms·2^n capped at 1000 s, token bucket 10 QPS burst 100).
 
-    client-go DefaultTypedControllerRateLimiter — spec/runtime-anchors.md §1.
+    client-go ``DefaultTypedControllerRateLimiter``.
     """
     return MaxOfRateLimiter(ItemExponentialBackoff(), BucketRateLimiter(clock=clock))
 

@@ -185,7 +185,7 @@ async def test_status_patch_writes_status_only(kclient: KubeClient, ns: str, wid
             "metadata": {"name": "w", "labels": {"l": "1"}, "annotations": {"a": "1"}},
             "spec": {"size": 3}, "status": {"phase": "Pending", "keep": True}}
     before = decode(await kclient.create(widgets, body, ns))
-    assert "status" not in before  # the main endpoint ignores status with the subresource on (§3 #11)
+    assert "status" not in before  # the main endpoint ignores status (docs/runtime.md#bug-status-via-main-resource)
     await patch_status(kclient, widgets, ns, "w", {"phase": "Pending", "keep": True})
     await patch_status(kclient, widgets, ns, "w", {"phase": "Running", "pid": "seph.1"})
     after = await read(kclient, widgets, ns, "w")

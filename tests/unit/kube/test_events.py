@@ -26,7 +26,7 @@ from shared.kube.ratelimit import TokenBucket
 
 
 def test_constants_are_client_go_recorder_defaults() -> None:
-    # spec/runtime-anchors.md §1 "Event recording": burst 25, refill 1/300 s, 600 s, LRU 4096
+    # client-go tools/record defaults: burst 25, refill 1/300 s, 600 s, LRU 4096
     assert (SPAM_BURST, SPAM_REFILL_SECONDS, AGGREGATE_WINDOW, CACHE_SIZE) == (25, 300.0, 600.0, 4096)
 
 

@@ -118,7 +118,7 @@ def test_remove_finalizer_patch(current: tuple[str, ...], expected_list: list[st
 
 
 def test_no_finalizer_is_added_to_a_deleting_object() -> None:
-    # spec/runtime-anchors.md §3 #7/#8: the API server forbids new finalizers once deletion started
+    # docs/runtime.md#bug-finalizer-races: the API server forbids new finalizers once deletion started
     assert add_finalizer_patch(view((OTHER,), deleting=True), OURS) is None
 
 

@@ -1,7 +1,7 @@
 """HealthServer on a loopback ephemeral port: check registry semantics, status codes, bodies, /metrics format.
 
-Endpoint meaning and body format follow controller-runtime's healthz package (spec/runtime-anchors.md §1
-"Health/readiness"): 200 only when every check passes, 503 naming the failing checks otherwise.
+Endpoint meaning and body format follow controller-runtime's healthz package (docs/runtime.md#health):
+200 only when every check passes, 503 naming the failing checks otherwise.
 """
 
 from __future__ import annotations

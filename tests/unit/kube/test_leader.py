@@ -1,7 +1,7 @@
 """Leader election: the pure decision, the records written, timing validation, and run() on a fake Lease API.
 
 Expected values come from client-go ``tools/leaderelection/leaderelection.go`` as summarised in
-spec/runtime-anchors.md §1 ("Leader election") and §3 #21: a holder's term runs ``leaseDurationSeconds`` from
+client-go leader election (docs/runtime.md#leader-election): a holder's term runs ``leaseDurationSeconds`` from
 when *we* first observed its record (our monotonic clock); a leader stops once its renew deadline has passed
 since its last successful renewal; takeover increments leaseTransitions; release clears the holder.
 """

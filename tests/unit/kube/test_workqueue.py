@@ -184,7 +184,7 @@ async def test_many_workers_never_process_one_key_at_the_same_time() -> None:
 
 # --- rate limiters ------------------------------------------------------------------------------------------
 
-# client-go DefaultTypedControllerRateLimiter per-item backoff (spec/runtime-anchors.md §1): 5 ms·2^n, cap 1000 s.
+# client-go DefaultTypedControllerRateLimiter per-item backoff: 5 ms·2^n, cap 1000 s.
 BACKOFF_ROWS = [
     pytest.param(0, 0.005, id="the first retry waits 5 ms"),
     pytest.param(1, 0.010, id="the second retry waits 10 ms"),
