@@ -10,7 +10,6 @@ hand-written. ``--check`` writes nothing and exits 1 when a README's table is st
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tools.generated import generator_main
 
 ROOT = Path(__file__).resolve().parents[1]
 CHARTS = ("tatara-reconciler", "tatara-pool-reconciler")
@@ -95,23 +96,18 @@ def render(readme: str, values_text: str) -> str:
     return readme.rstrip("\n") + f"\n\n## Values\n\n{block}\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.chart_readme", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a table is stale")
-    args = parser.parse_args(argv)
-    stale = []
+def readmes() -> dict[Path, str]:
+    """``{README path: its text with a current values table}`` of every chart."""
+    out = {}
     for chart in CHARTS:
         readme_path = ROOT / "charts" / chart / "README.md"
         readme = readme_path.read_text() if readme_path.is_file() else f"# {chart}\n"
-        text = render(readme, (ROOT / "charts" / chart / "values.yaml").read_text())
-        if args.check:
-            if text != readme:
-                stale.append(str(readme_path.relative_to(ROOT)))
-        else:
-            readme_path.write_text(text)
-    for rel in stale:
-        print(f"{rel}: values table is stale; run `python -m tools.chart_readme`", file=sys.stderr)
-    return 1 if stale else 0
+        out[readme_path] = render(readme, (ROOT / "charts" / chart / "values.yaml").read_text())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    return generator_main("python -m tools.chart_readme", __doc__, readmes, argv)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,12 @@ Objects the chart owns are closed (``additionalProperties: false``), so a typo i
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from tools.generated import generator_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,22 +152,13 @@ def render(chart: str) -> str:
     return json.dumps(schema(chart), indent=2) + "\n"
 
 
+def schemas() -> dict[Path, str]:
+    """``{values.schema.json path: text}`` of every chart."""
+    return {ROOT / "charts" / chart / "values.schema.json": render(chart) for chart in CHARTS}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.chart_schema", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 on drift")
-    args = parser.parse_args(argv)
-    stale = []
-    for chart in CHARTS:
-        path = ROOT / "charts" / chart / "values.schema.json"
-        text = render(chart)
-        if args.check:
-            if not path.is_file() or path.read_text() != text:
-                stale.append(str(path.relative_to(ROOT)))
-        else:
-            path.write_text(text)
-    for rel in stale:
-        print(f"{rel} differs from `python -m tools.chart_schema`", file=sys.stderr)
-    return 1 if stale else 0
+    return generator_main("python -m tools.chart_schema", __doc__, schemas, argv)
 
 
 if __name__ == "__main__":

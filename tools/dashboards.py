@@ -17,11 +17,12 @@ test_dashboard_queries.py with ``/metrics`` of the running controllers.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from tools.generated import generator_main
 
 ROOT = Path(__file__).resolve().parents[1]
 DS: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
@@ -262,23 +263,13 @@ def render(chart: str) -> str:
     return json.dumps(dashboard(chart), indent=2, ensure_ascii=False) + "\n"
 
 
+def dashboard_files() -> dict[Path, str]:
+    """``{dashboard path: JSON text}`` of every chart."""
+    return {path(chart): render(chart) for chart in DASHBOARDS}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.dashboards", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 on drift")
-    args = parser.parse_args(argv)
-    stale = []
-    for chart in DASHBOARDS:
-        target = path(chart)
-        text = render(chart)
-        if args.check:
-            if not target.is_file() or target.read_text() != text:
-                stale.append(str(target.relative_to(ROOT)))
-        else:
-            target.parent.mkdir(exist_ok=True)
-            target.write_text(text)
-    for rel in stale:
-        print(f"{rel} differs from `python -m tools.dashboards`", file=sys.stderr)
-    return 1 if stale else 0
+    return generator_main("python -m tools.dashboards", __doc__, dashboard_files, argv)
 
 
 if __name__ == "__main__":

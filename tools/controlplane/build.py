@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,42 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "tatara"
 
 
+def run_go(*args: str, cwd: Path, purpose: str, env: Mapping[str, str | None] | None = None) -> str:
+    """Run ``go args`` in ``cwd`` with the local toolchain only (``GOTOOLCHAIN=local``, ``CGO_ENABLED=0``)
+    and ``env`` on top (a None value removes the variable); return its stdout.
+
+    Raises:
+        BuildError: ``go`` is not on PATH (naming ``purpose``), or the command failed (with its output's tail).
+    """
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(f"`go` is not on PATH; install Go >= 1.26 to build {purpose}")
+    full_env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
+    for key, value in (env or {}).items():
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
+    log.info("running go %s", " ".join(args))
+    proc = subprocess.run([go, *args], cwd=cwd, env=full_env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+        raise BuildError(f"go {' '.join(args)} failed (exit {proc.returncode}):\n{tail}")
+    return proc.stdout
+
+
+def build_once(root: Path, is_built: Callable[[], bool], build: Callable[[], None]) -> None:
+    """Run ``build`` unless ``is_built()``; concurrent callers (parallel test runs) serialize on a file lock
+    in ``root`` and the later ones find the work done."""
+    if is_built():
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not is_built():
+            build()
+
+
 @dataclass(frozen=True)
 class Toolchain:
     """Where the binaries of one pinned version pair live."""
@@ -97,30 +134,13 @@ class Toolchain:
         Raises:
             BuildError: ``go`` is not installed or a ``go`` command failed.
         """
-        if self.is_built():
-            return self.bin_dir
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".build.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not self.is_built():
-                self._build()
+        build_once(self.root, self.is_built, self._build)
         return self.bin_dir
 
     # -- the build itself -------------------------------------------------------------
 
     def _go(self, *args: str, cwd: Path) -> str:
-        go = shutil.which("go")
-        if go is None:
-            raise BuildError("`go` is not on PATH; install Go >= 1.26 to build the local control plane")
-        env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-        log.info("running go %s", " ".join(args))
-        proc = subprocess.run(
-            [go, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
-        )
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-            raise BuildError(f"go {' '.join(args)} failed (exit {proc.returncode}):\n{tail}")
-        return proc.stdout
+        return run_go(*args, cwd=cwd, purpose="the local control plane", env={"GOFLAGS": "-mod=mod"})
 
     def wrapper_go_mod(self, upstream_go_mod: str) -> str:
         """The wrapper module's go.mod for ``upstream_go_mod`` (k8s.io/kubernetes's own go.mod text).

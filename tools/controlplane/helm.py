@@ -21,19 +21,17 @@ missing and prints its path.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.controlplane.build import BuildError, default_cache_dir
+from tools.controlplane.build import BuildError, build_once, default_cache_dir, run_go
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +66,7 @@ class Helm:
         Raises:
             BuildError: ``go`` is not installed or a ``go`` command failed.
         """
-        if self.is_built():
-            return self.binary
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".build.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not self.is_built():
-                self._build()
+        build_once(self.root, self.is_built, self._build)
         return self.binary
 
     def ldflags(self, upstream_go_mod: str) -> str:
@@ -97,17 +89,7 @@ class Helm:
         return " ".join(flags)
 
     def _go(self, *args: str, env: dict[str, str] | None = None) -> str:
-        go = shutil.which("go")
-        if go is None:
-            raise BuildError("`go` is not on PATH; install Go >= 1.26 to build helm")
-        full_env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", **(env or {})}
-        full_env.pop("GOFLAGS", None)
-        log.info("running go %s", " ".join(args))
-        proc = subprocess.run([go, *args], cwd=self.root, env=full_env, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-            raise BuildError(f"go {' '.join(args)} failed (exit {proc.returncode}):\n{tail}")
-        return proc.stdout
+        return run_go(*args, cwd=self.root, purpose="helm", env={"GOFLAGS": None, **(env or {})})
 
     def _build(self) -> None:
         started = time.monotonic()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.controlplane.build import BuildError, Toolchain
+from tools.controlplane.build import BuildError, Toolchain, build_once, run_go
 
 UPSTREAM = """\
 // This is a generated file. Do not edit directly.
@@ -60,3 +60,17 @@ def test_pseudo_versions_and_tagged_requirements_are_left_alone() -> None:
 def test_a_go_mod_without_staging_requirements_is_an_error() -> None:
     with pytest.raises(BuildError, match=r"no `k8s\.io/\* v0\.0\.0` requirements"):
         Toolchain(Path("/unused")).wrapper_go_mod("module k8s.io/kubernetes\n\ngo 1.26.0\n")
+
+
+def test_build_once_builds_only_what_is_missing(tmp_path: Path) -> None:
+    built: list[str] = []
+    build_once(tmp_path / "cache", lambda: bool(built), lambda: built.append("x"))
+    build_once(tmp_path / "cache", lambda: bool(built), lambda: built.append("again"))
+    assert built == ["x"]
+    assert (tmp_path / "cache" / ".build.lock").is_file()
+
+
+def test_without_go_on_path_the_error_names_what_it_was_for(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BuildError, match=r"install Go >= 1\.26 to build helm"):
+        run_go("version", cwd=tmp_path, purpose="helm")
