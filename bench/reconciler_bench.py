@@ -47,6 +47,7 @@ from shared.domain.resources import KUSTOMIZATIONS, PROCESSES
 from shared.kube.client import NAMESPACES, KubeClient
 from shared.kube.informer import Informer
 from shared.kube.meta import ObjectMeta
+from tests.integration.reconciler.test_lifecycle import flux_process
 from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
@@ -62,19 +63,6 @@ _SAMPLE = re.compile(r'^rest_client_requests_total\{([^}]*)\} ([0-9.e+]+)$', re.
 class _Obj(msgspec.Struct):
     metadata: ObjectMeta
     status: dict[str, Any] = {}
-
-
-def flux_process(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "tatara.pleme.io/v1alpha1",
-        "kind": "Process",
-        "metadata": {"name": name},
-        "spec": {
-            "classification": {"pointType": "Gate", "substrate": "Observability", "horizon": {"kind": "Bounded"},
-                               "calm": "Monotone", "dataClassification": "Internal"},
-            "intent": {"flux": {"gitRepository": "infra", "path": "./apps/demo"}},
-        },
-    }
 
 
 def cpu_seconds(pid: int) -> float:

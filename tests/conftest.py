@@ -23,12 +23,8 @@ def control_plane() -> Iterator[LocalControlPlane]:
 
     The binaries are built on first use (``tatara control-plane build`` does it ahead of time).
     """
-    plane = LocalControlPlane()
-    plane.start()
-    try:
+    with LocalControlPlane() as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from shared.kube.errors import Conflict, NotFound
 from tools.controlplane import LocalControlPlane
 from tools.crds import all_crds, install_crds
 from tools.ops import format_table
+from tools.processes import stop_process_groups
 from tools.standins.flux import FluxStandIn
 from tools.wait import wait_for
 
@@ -45,6 +46,8 @@ PARENT = f"examples.{GROUP}/parent"
 """Annotation of an example Process: the name of the Process whose PID becomes its ``spec.identity.parent``."""
 FIELD_MANAGER = "tatara-up"
 RECONCILER_PORT, POOL_PORT = 18080, 18081
+STOP_GRACE = 10.0
+"""Seconds a reconciler has after SIGTERM before it is SIGKILLed."""
 KINDS: dict[str, Resource] = {"Process": PROCESSES, "EphemeralPool": EPHEMERAL_POOLS,
                               "EphemeralAllocation": EPHEMERAL_ALLOCATIONS}
 GONE = "Gone"
@@ -220,20 +223,6 @@ def _start(name: str, module: str, args: list[str], kubeconfig: Path, logs: Path
     return Daemon(name, proc, log, port)
 
 
-def _stop(daemons: list[Daemon], grace: float = 10.0) -> None:
-    for d in daemons:
-        if d.proc.poll() is None:
-            with suppress(ProcessLookupError):
-                os.killpg(d.proc.pid, signal.SIGTERM)
-    for d in daemons:
-        try:
-            d.proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            with suppress(ProcessLookupError):
-                os.killpg(d.proc.pid, signal.SIGKILL)
-            d.proc.wait()
-
-
 @contextmanager
 def reconcilers(kubeconfig: Path, logs: Path, reconciler_port: int, pool_port: int) -> Iterator[list[Daemon]]:
     """Both reconcilers as subprocesses (leader election off, health + metrics on loopback)."""
@@ -247,7 +236,7 @@ def reconcilers(kubeconfig: Path, logs: Path, reconciler_port: int, pool_port: i
                                "--heartbeat-seconds=5"], kubeconfig, logs, pool_port))
         yield daemons
     finally:
-        _stop(daemons)
+        stop_process_groups([d.proc for d in daemons], STOP_GRACE)
 
 
 def _healthy(url: str) -> bool:

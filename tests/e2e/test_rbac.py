@@ -9,7 +9,6 @@ import base64
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import uuid
@@ -32,6 +31,7 @@ from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
 from tools.controlplane.helm import Helm
 from tools.crds import all_crds, install_crds
+from tools.processes import stop_process_groups
 from tools.standins.flux import FluxStandIn
 
 pytestmark = pytest.mark.anyio
@@ -125,17 +125,7 @@ def binaries(specs: list[tuple[str, list[str], Path]], logs: Path) -> Iterator[l
             running.append(Binary(name, proc, log))
         yield running
     finally:
-        for b in running:
-            if b.proc.poll() is None:
-                with suppress(ProcessLookupError):
-                    os.killpg(b.proc.pid, signal.SIGTERM)
-        for b in running:
-            try:
-                b.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                with suppress(ProcessLookupError):
-                    os.killpg(b.proc.pid, signal.SIGKILL)
-                b.proc.wait()
+        stop_process_groups([b.proc for b in running], 10)
 
 
 def report(running: list[Binary]) -> str:

@@ -39,6 +39,7 @@ import yaml
 
 from tools.controlplane.build import Toolchain
 from tools.controlplane.pki import CertificateAuthority, service_account_signing_key
+from tools.processes import stop_process_groups
 
 log = logging.getLogger(__name__)
 
@@ -97,17 +98,8 @@ class _Component:
             return ""
 
     def stop(self) -> None:
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(STOP_GRACE)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if self.process is not None:
+            stop_process_groups([self.process], STOP_GRACE)
 
 
 @dataclass
