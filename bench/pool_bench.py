@@ -24,14 +24,13 @@ import asyncio
 import statistics
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import anyio
 import msgspec
 from prometheus_client import CollectorRegistry
 
-from bench.reconciler_bench import percentile
+from bench.reconciler_bench import percentile, print_rows
 from pool_reconciler.app import build as build_pool
 from pool_reconciler.config import PoolReconcilerConfig
 from reconciler.app import build as build_process
@@ -41,11 +40,11 @@ from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROC
 from shared.kube.client import EVENTS, NAMESPACES, KubeClient
 from shared.kube.informer import Informer
 from shared.kube.meta import ObjectMeta
-from tests.support.kube import install_crds, load_yaml_docs, third_party_crds, wait_for
+from tests.support.kube import install_crds, wait_for
 from tools.controlplane import LocalControlPlane
+from tools.crds import all_crds
 from tools.standins.flux import FluxStandIn
 
-ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "poolbench"
 POOL = "warm"
 
@@ -198,9 +197,7 @@ def report(r: dict[str, Any]) -> None:
         ("claims lost to a conflict (409)", f"{r['conflicts']:.0f}"),
         ("double binds (checked)", f"{len(r['problems'])}"),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print_rows(rows)
     slowest = sorted(r["slowest"], key=lambda x: -x[1])[:5]
     print("slowest binds:", ", ".join(f"{name} {1000 * wait:.0f} ms" for name, wait in slowest))
     for problem in r["problems"][:20]:
@@ -213,8 +210,7 @@ def main() -> None:
     parser.add_argument("--allocations", type=int, default=500)
     args = parser.parse_args()
     with LocalControlPlane(controller_manager=False) as control_plane:
-        tatara = [doc for path in sorted((ROOT / "charts").glob("*/crds/*.yaml")) for doc in load_yaml_docs(path)]
-        install_crds(control_plane.kubeconfig, [*tatara, *third_party_crds()])
+        install_crds(control_plane.kubeconfig, all_crds())
         result = asyncio.run(bench(control_plane, args.members, args.allocations))
     report(result)
 

@@ -48,9 +48,10 @@ from shared.kube.client import NAMESPACES, KubeClient
 from shared.kube.informer import Informer
 from shared.kube.meta import ObjectMeta
 from tests.integration.reconciler.test_lifecycle import flux_process
-from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
+from tests.support.kube import install_crds
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
+from tools.crds import all_crds
 from tools.standins.flux import FluxStandIn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +84,13 @@ async def scrape_requests(port: int) -> dict[str, float]:
 
 def _ready(status: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+
+
+def print_rows(rows: list[tuple[str, str]]) -> None:
+    """A two-column figure table, names left-aligned."""
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -206,9 +214,7 @@ def report(r: dict[str, Any]) -> None:
         ("child Ready → next phase write p99 (ms)", f"{1000 * percentile(r['next_write'], 0.99):.0f}"),
         ("Ready∧Running → Attested p99 (ms)", f"{1000 * percentile(r['attest_after_ready'], 0.99):.0f}"),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print_rows(rows)
 
 
 def main() -> None:
@@ -216,8 +222,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1000)
     args = parser.parse_args()
     with LocalControlPlane(controller_manager=False) as control_plane:
-        tatara = [doc for path in sorted((ROOT / "charts").glob("*/crds/*.yaml")) for doc in load_yaml_docs(path)]
-        install_crds(control_plane.kubeconfig, [*tatara, *third_party_crds()])
+        install_crds(control_plane.kubeconfig, all_crds())
         result = asyncio.run(bench(control_plane, args.processes))
     report(result)
 

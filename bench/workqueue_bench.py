@@ -19,7 +19,8 @@ import anyio.lowlevel
 from prometheus_client import CollectorRegistry
 
 from shared.kube.metrics import RuntimeMetrics
-from shared.kube.workqueue import ShutDown, WorkQueue
+from shared.kube.workqueue import WorkQueue
+from tests.unit.kube.test_workqueue import worker
 
 
 def new_queue(with_metrics: bool) -> WorkQueue[str]:
@@ -34,21 +35,9 @@ async def noop(key: str) -> None:
 
 async def run_workers(q: WorkQueue[str], workers: int, handler: Callable[[str], Awaitable[None]]) -> None:
     """``workers`` loops of get → handler → done until the queue shuts down (what a Controller runs)."""
-
-    async def worker() -> None:
-        while True:
-            try:
-                key = await q.get()
-            except ShutDown:
-                return
-            try:
-                await handler(key)
-            finally:
-                q.done(key)
-
     async with anyio.create_task_group() as tg:
         for _ in range(workers):
-            tg.start_soon(worker)
+            tg.start_soon(worker, q, handler)
 
 
 async def until_idle(q: WorkQueue[str]) -> None:
