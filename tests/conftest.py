@@ -1,15 +1,17 @@
-"""Session-wide fixtures: one real local control plane (etcd + kube-apiserver + kube-controller-manager)."""
+"""Session-wide fixtures: one real local control plane (etcd + kube-apiserver + kube-controller-manager), helm."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
 
 from tests.support.kube import api_client
 from tools.controlplane import LocalControlPlane
+from tools.controlplane.helm import Helm
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +27,13 @@ def control_plane() -> Iterator[LocalControlPlane]:
     """
     with LocalControlPlane() as plane:
         yield plane
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The pinned helm binary, built from its Go module on first use (tools/controlplane/helm.py;
+    ``make control-plane`` builds it ahead of time, a cold build takes about 100 s)."""
+    return Helm.default().ensure_built()
 
 
 @pytest.fixture

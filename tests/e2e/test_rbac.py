@@ -29,7 +29,6 @@ from shared.kube.errors import Forbidden, NotFound
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
-from tools.controlplane.helm import Helm
 from tools.crds import all_crds, install_crds
 from tools.processes import stop_process_groups
 from tools.standins.flux import FluxStandIn
@@ -52,12 +51,6 @@ RBAC_KINDS = {"ServiceAccount": SERVICE_ACCOUNTS, "ClusterRole": CLUSTER_ROLES,
               "ClusterRoleBinding": CLUSTER_ROLE_BINDINGS, "Role": ROLES, "RoleBinding": ROLE_BINDINGS}
 MODULES = {"tatara-reconciler": "reconciler.main", "tatara-pool-reconciler": "pool_reconciler.main"}
 FORBIDDEN = re.compile(r"forbidden|(?<![\w.-])403(?![\w.-])", re.IGNORECASE)
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """The pinned helm binary (``make control-plane`` builds it ahead of time)."""
-    return Helm.default().ensure_built()
 
 
 @pytest.fixture
