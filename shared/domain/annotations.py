@@ -1,12 +1,11 @@
 """Every ``tatara.pleme.io/...`` annotation key the two controllers read or write.
 
-Keys come from process-crd.md §13, pool-reconciler.md §4 to §6 and
-lifetime-pool-allocation.md §13. Each key is defined here once; a key that is also
-used as a label is re-exported by :mod:`shared.domain.labels`, never re-spelled.
+The keys, where they go and their values: docs/wire-format.md#annotations. Each key is
+defined here once; a key that is also used as a label is re-exported by
+:mod:`shared.domain.labels`, never re-spelled.
 
 Also here: the value format shared by several keys (the ``<namespace>/<name>``
-qualified reference) and the JSON merge-patch body that sets or strips
-annotations.
+qualified reference).
 """
 
 from typing import Final
@@ -17,12 +16,12 @@ from shared.domain.group import key
 
 MANAGED_BY: Final = key("managed-by")
 """Stamped by the Process reconciler on every object it applies (Flux objects,
-export Jobs, Ingress, DNSEndpoint); also a label on export Jobs and routing edges.
+Ingress, DNSEndpoint); also a label on the routing objects (Ingress, DNSEndpoint).
 Value: the field-manager name, ``tatara-reconciler``."""
 
 PROCESS: Final = key("process")
 """Stamped by the Process reconciler on every object a Process owns; read by the
-export worker on receipt ConfigMaps. Value: the owning Process as
+reference's export worker on receipt ConfigMaps. Value: the owning Process as
 ``<namespace>/<name>`` (see :func:`qualified_ref`)."""
 
 PID: Final = key("pid")
@@ -46,7 +45,7 @@ set. Value: the composed attestation root, lower-case hex."""
 SIGNAL: Final = key("signal")
 """Written on a Process by an operator or tool (``kubectl annotate``); read and then
 removed by the Process reconciler. Value: a signal name, long or short form
-(``SIGHUP`` / ``HUP``), process-crd.md §7.1."""
+(``SIGHUP`` / ``HUP``), docs/wire-format.md#signal-spellings."""
 
 RELEASED_FROM: Final = key("released-from")
 """Stamped on a Process by the Process reconciler when it enters ``Releasing``.
@@ -56,11 +55,11 @@ Value: ``Attested`` or ``Failed``, the phase it left; on read, anything other th
 # ── keys written by the Process reconciler's renderers ──────────────────────
 
 ROUTING_FORM: Final = key("routing-form")
-"""Stamped by the Process reconciler on each routing edge it emits: annotation and
+"""Stamped by the Process reconciler on each routing object it renders: annotation and
 label on Ingress, label on DNSEndpoint. Value: ``stable`` or ``instance``."""
 
 APP: Final = key("app")
-"""Stamped by the Process reconciler as a label on each routing edge (Ingress,
+"""Stamped by the Process reconciler as a label on each routing object (Ingress,
 DNSEndpoint). Value: the ``app`` of the ``routing.hostnames`` entry it serves."""
 
 ENCAPSULATION_MODE: Final = key("encapsulation-mode")

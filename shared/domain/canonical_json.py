@@ -1,6 +1,6 @@
 """Compact JSON bytes exactly as the reference's serde_json writes them.
 
-— spec/process-crd.md §9 and spec/lifetime-pool-allocation.md §0.8. These bytes are
+— docs/wire-format.md#canonical-json. These bytes are
 hashed (content hash, ephemeral id, intent hash), so every byte matters:
 
 * separators ``,`` and ``:``, no whitespace;
@@ -24,7 +24,7 @@ _encode_string = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def format_float(value: float) -> str:
-    """Shortest round-trip text of ``value`` in serde_json's style (process-crd §9 rule 6).
+    """Shortest round-trip text of ``value`` in serde_json's style (docs/wire-format.md#canonical-json).
 
     Fixed notation for decimal exponents −5..15, always with a fraction (``1.0``);
     otherwise ``<mantissa>e+N`` / ``<mantissa>e-N`` without zero padding (``1e+21``,

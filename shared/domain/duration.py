@@ -1,4 +1,4 @@
-"""Duration strings in the humantime 2.3 grammar — spec/lifetime-pool-allocation.md §0.7.
+"""Duration strings in the humantime 2.3 grammar — docs/wire-format.md#durations.
 
 Used for ``boundary.timeout``, lifetime ``ttl`` and friends. No PyPI package parses this
 grammar (months ``M`` vs minutes ``m``, whitespace inside numbers, ``"0"`` alone), so this
@@ -30,7 +30,7 @@ _UNITS: Final[dict[str, int]] = {
     **dict.fromkeys(("months", "month", "M"), 2630016 * _S),
     **dict.fromkeys(("years", "year", "yr", "yrs", "y"), 31557600 * _S),
 }
-# Units whose fraction must come out in whole seconds (§0.7); s/ms/µs/min in nanoseconds.
+# Units whose fraction must come out in whole seconds; s/ms/µs/min in nanoseconds.
 _WHOLE_SECOND_UNITS: Final = frozenset(u for u, v in _UNITS.items() if v >= 3600 * _S)
 _MAX_NS: Final = (2**64 - 1) * _S + (_S - 1)
 """humantime's ceiling: a Rust ``Duration`` (u64 seconds + nanoseconds)."""
@@ -41,7 +41,7 @@ class DurationError(ValueError):
 
 
 def parse_duration_ns(text: str) -> int:
-    """``text`` in whole nanoseconds (§0.7). ``"0"`` → 0; ``"1h30m"``, ``"2h 15m"``, ``"20 min"``.
+    """``text`` in whole nanoseconds. ``"0"`` → 0; ``"1h30m"``, ``"2h 15m"``, ``"20 min"``.
 
     Raises :class:`DurationError` for an empty string, a bare number, an unknown unit, a sign,
     a malformed fraction or a fraction finer than the unit allows (``number overflow``).

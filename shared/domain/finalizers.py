@@ -1,7 +1,7 @@
 """Finalizer keys the tatara controllers put on the objects they own (the guarded writes that add and
 remove them are the runtime's, :mod:`shared.kube.finalizer`).
 
-Keys: process-crd.md §13.1 and §13.3. Every key has the shape
+Where each goes and when: docs/wire-format.md#finalizers. Every key has the shape
 ``tatara.pleme.io/<owner>-finalizer``; the tests pin that shape for the whole
 family (wire-form parity, suffix, group prefix, uniqueness).
 """
@@ -18,15 +18,15 @@ FINALIZER_SUFFIX: Final = "-finalizer"
 
 PROCESS: Final = f"{GROUP_PREFIX}process{FINALIZER_SUFFIX}"
 """Put on a Process by the Process reconciler when it leaves Pending; removed once the
-Process is Reaped and its terminal attestation is written."""
+Process is Reaped (after its owned children are deleted)."""
 
 ALLOCATION: Final = f"{GROUP_PREFIX}allocation{FINALIZER_SUFFIX}"
-"""Put on an EphemeralAllocation by the allocation controller; removed after its member
-has been returned or replaced."""
+"""Put on an EphemeralAllocation by the allocation controller; removed when the deleted
+allocation holds no member (never bound, or its member returned)."""
 
 POOL: Final = f"{GROUP_PREFIX}pool{FINALIZER_SUFFIX}"
-"""Put on an EphemeralPool by the pool controller; removed after its member Processes
-are torn down."""
+"""Put on an EphemeralPool by the pool controller; removed once the deleted pool
+has no member Process left."""
 
 ALL: Final[tuple[str, ...]] = (PROCESS, ALLOCATION, POOL)
 """Every tatara finalizer key, in declaration order."""

@@ -3,8 +3,8 @@
 Each :class:`Option` is a flag with an environment-variable fallback and a default; a value
 parser turns the text into a value or raises ``ValueError`` with a short reason, which
 :func:`resolve` turns into a :class:`ConfigError` naming the flag or variable it came from
-(flag beats environment beats default — spec/process-reconciler.md §1.1,
-spec/pool-reconciler.md §3.1).
+(flag beats environment beats default, as the reference's command lines behave; the tables of both
+binaries: docs/behaviour.md#configuration).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The API group and version every tatara kind lives in (process-crd.md §1).
+"""The API group and version every tatara kind lives in (docs/wire-format.md#kinds).
 
 This is the only module that spells the group name. Every annotation, label and
 finalizer key is composed from :data:`GROUP` through :func:`key`.

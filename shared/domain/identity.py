@@ -1,7 +1,7 @@
 """Identity hashes: content hash, PIDs, ephemeral ids, attestation roots, slot names.
 
-Byte-exact with the reference — spec/process-crd.md §8–§11, §15 and
-spec/lifetime-pool-allocation.md §0.8, §6.5, §8, §13. Every hash is BLAKE3-256.
+Byte-exact with the reference; the algorithms and test vectors are in docs/wire-format.md#hashes.
+Every hash is BLAKE3-256.
 """
 
 from __future__ import annotations
@@ -46,27 +46,27 @@ __all__ = [
 ]
 
 CROCKFORD_ALPHABET: Final = "0123456789abcdefghjkmnpqrstvwxyz"
-"""Crockford's base32 alphabet in lower case: no i, l, o, u (process-crd §8.1)."""
+"""Crockford's base32 alphabet in lower case: no i, l, o, u (docs/wire-format.md#content-hash)."""
 
 DOMAIN_TAG: Final = b"tatara-process/v1alpha1\n"
-"""Prefix of every composed root (process-crd §11.1, lifetime §6.1)."""
+"""Prefix of every composed root (docs/wire-format.md#attestation-root)."""
 
 EPHEMERAL_ID_HASH_LEN: Final = 8
-"""Length of an ephemeral id in hex characters (process-crd §10.3)."""
+"""Length of an ephemeral id in hex characters (docs/wire-format.md#ephemeral-id)."""
 
 _MEMBER_PREFIX_MAX_BYTES: Final = 237
-"""Pool name cut so ``<prefix>-<slug8>`` stays within 246 bytes (lifetime §13)."""
+"""Pool name cut so ``<prefix>-<slug8>`` stays within 246 bytes (docs/wire-format.md#member-names)."""
 
 
 def _blake3_hex(data: bytes) -> str:
     return str(blake3(data).hexdigest())
 
 
-# ── content hash and identity (§8) ───────────────────────────────────────────
+# ── content hash and identity ─────────────────────────────────────────────────
 
 
 def base32_lower(data: bytes) -> str:
-    """Unpadded MSB-first base32 with :data:`CROCKFORD_ALPHABET` (process-crd §8.1 step 5).
+    """Unpadded MSB-first base32 with :data:`CROCKFORD_ALPHABET` (docs/wire-format.md#content-hash).
 
     16 bytes give 26 characters; trailing bits are zero-filled into a last character.
     """
@@ -86,7 +86,7 @@ def base32_lower(data: bytes) -> str:
 
 
 def spec_canonical_bytes(spec: ProcessSpec, *, sort_keys: bool = False) -> bytes:
-    """Compact JSON of ``spec`` as the reference serializes it (process-crd §9).
+    """Compact JSON of ``spec`` as the reference serializes it (docs/wire-format.md#canonical-json).
 
     Declaration order for the content hash; ``sort_keys=True`` for the ephemeral id.
     """
@@ -95,12 +95,12 @@ def spec_canonical_bytes(spec: ProcessSpec, *, sort_keys: bool = False) -> bytes
 
 def content_hash(spec: ProcessSpec) -> str:
     """26-character lower-case Crockford base32 of the first 16 bytes of
-    BLAKE3(declaration-order JSON of ``spec``) — process-crd §8.1."""
+    BLAKE3(declaration-order JSON of ``spec``) — docs/wire-format.md#content-hash."""
     return base32_lower(blake3(spec_canonical_bytes(spec)).digest()[:16])
 
 
 def derive_identity(spec: ProcessSpec) -> Identity:
-    """``status.identity`` for ``spec`` (process-crd §8.2).
+    """``status.identity`` for ``spec`` (docs/wire-format.md#identity-name).
 
     ``spec.identity.nameOverride``, trimmed, is the name when non-empty; otherwise the
     content hash is. The hash is always computed (and includes the override).
@@ -113,15 +113,15 @@ def derive_identity(spec: ProcessSpec) -> Identity:
 
 
 def format_process_address(identity: Identity, pid_path: str) -> str:
-    """``<identity.name>.<pid_path>`` (process-crd §8.3)."""
+    """``<identity.name>.<pid_path>``, the process address; no controller uses it (docs/wire-format.md#pid-format)."""
     return f"{identity.name}.{pid_path}"
 
 
-# ── PID paths (§8.4) ──────────────────────────────────────────────────────────
+# ── PID paths ─────────────────────────────────────────────────────────────────
 
 
 def allocate_pid(identity_name: str, parent: str | None, sequence: int) -> str:
-    """The PID for sequence number ``sequence`` (process-crd §8.4).
+    """The PID for sequence number ``sequence`` (docs/wire-format.md#pid-format).
 
     ``<parent>.<seq>`` when ``parent`` is set and non-empty, else ``<identity_name>.<seq>``.
     E.g. ``allocate_pid("seph", None, 1) == "seph.1"``,
@@ -136,7 +136,7 @@ def pid_segments(pid: str) -> list[str]:
 
 
 def depth(pid: str) -> int:
-    """Number of segments: ``seph.1.7.3`` → 4, ``""`` → 0 (process-crd §8.4)."""
+    """Number of segments: ``seph.1.7.3`` → 4, ``""`` → 0."""
     return len(pid_segments(pid))
 
 
@@ -146,11 +146,11 @@ def parent_of(pid: str) -> str | None:
     return head if dot else None
 
 
-# ── ephemeral id (§10.3, lifetime §8) ────────────────────────────────────────
+# ── ephemeral id ─────────────────────────────────────────────────────────────
 
 
 class InvalidEphemeralIdError(ValueError):
-    """Not an 8-character lower-case hex id (lifetime-pool-allocation §8)."""
+    """Not an 8-character lower-case hex id."""
 
 
 def env_id_of(value: Any) -> str:
@@ -160,12 +160,12 @@ def env_id_of(value: Any) -> str:
 
 def ephemeral_id(spec: ProcessSpec) -> str:
     """The per-instance DNS id of a Process: 8 hex of BLAKE3(sorted-key JSON of spec)
-    — process-crd §10.3."""
+    — docs/wire-format.md#ephemeral-id."""
     return _blake3_hex(spec_canonical_bytes(spec, sort_keys=True))[:EPHEMERAL_ID_HASH_LEN]
 
 
 def parse_ephemeral_id(text: str) -> str:
-    """Validate an ephemeral env id and return it (lifetime-pool-allocation §8).
+    """Validate an ephemeral env id and return it (docs/wire-format.md#ephemeral-id).
 
     Raises :class:`InvalidEphemeralIdError`:
     ``ephemeral env id must be 8 chars, got <len>`` or
@@ -179,14 +179,14 @@ def parse_ephemeral_id(text: str) -> str:
     return text
 
 
-# ── attestation (§11, lifetime §6.5) ──────────────────────────────────────────
+# ── attestation ───────────────────────────────────────────────────────────────
 
 
 def compose_root(artifact: str, control: str | None, intent: str, previous: str | None) -> str:
     """64-hex BLAKE3 of ``DOMAIN_TAG ‖ artifact \\n control \\n intent \\n previous``.
 
     Absent (or empty) control / previous hash as ``""``; the hash strings are hashed
-    as UTF-8 text — process-crd §11.1, lifetime-pool-allocation §6.5.
+    as UTF-8 text — docs/wire-format.md#attestation-root.
     """
     data = b"".join(
         (
@@ -204,7 +204,7 @@ def compose_root(artifact: str, control: str | None, intent: str, previous: str 
 
 
 def verify_root(attestation: ProcessAttestation) -> bool:
-    """Recompute ``composedRoot`` and compare in constant time (process-crd §11.1)."""
+    """Recompute ``composedRoot`` and compare in constant time."""
     want = compose_root(
         attestation.artifact_hash,
         attestation.control_hash,
@@ -216,12 +216,12 @@ def verify_root(attestation: ProcessAttestation) -> bool:
 
 def intent_hash(intent: Intent) -> str:
     """64-hex BLAKE3 of the whole ``spec.intent`` object's declaration-order JSON,
-    outer variant key included (``{"nix":{…}}``) — process-crd §11.2."""
+    outer variant key included (``{"nix":{…}}``) — docs/wire-format.md#attestation-root."""
     return _blake3_hex(canonical_json(to_wire(intent)))
 
 
 def intent_canonical_bytes(intent: Intent) -> bytes:
-    """Compact JSON of the populated variant's inner object (process-crd §4.3);
+    """Compact JSON of the populated variant's inner object;
     empty bytes when the intent has no single variant."""
     populated = intent.populated()
     if len(populated) != 1:
@@ -231,7 +231,7 @@ def intent_canonical_bytes(intent: Intent) -> bytes:
 
 def artifact_hash(refs: Iterable[FluxResourceRef]) -> str:
     """64-hex BLAKE3 over ``apiVersion/kind/namespace/name\\n`` per ref, in order;
-    ``""`` when there are none — process-crd §11.3."""
+    ``""`` when there are none — docs/wire-format.md#attestation-root."""
     lines = [f"{r.api_version}/{r.kind}/{r.namespace}/{r.name}\n" for r in refs]
     if not lines:
         return ""
@@ -246,7 +246,7 @@ def attest(
     previous: ProcessAttestation | None,
     now: datetime,
 ) -> ProcessAttestation:
-    """The next ``status.attestation`` (process-crd §11.1 chaining).
+    """The next ``status.attestation`` (chaining: docs/wire-format.md#attestation-root).
 
     Generation 0 with no previousRoot when ``previous`` is None; otherwise
     ``previous.generation + 1`` chained on ``previous.composedRoot``. An empty
@@ -265,11 +265,11 @@ def attest(
     )
 
 
-# ── pool member names (lifetime §13) ─────────────────────────────────────────
+# ── pool member names ────────────────────────────────────────────────────────
 
 
 def slot_slug(pool_uid: str, slot: int) -> str:
-    """8 hex of BLAKE3(uid ‖ 0x0A ‖ slot as 4 big-endian bytes) — lifetime-pool-allocation §13."""
+    """8 hex of BLAKE3(uid ‖ 0x0A ‖ slot as 4 big-endian bytes) — docs/wire-format.md#member-names."""
     return _blake3_hex(pool_uid.encode() + b"\n" + slot.to_bytes(4, "big"))[:8]
 
 

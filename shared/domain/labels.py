@@ -1,8 +1,7 @@
 """Label keys (and fixed label values) the tatara controllers set or select on.
 
 Keys that double as annotations are defined in :mod:`shared.domain.annotations` and only
-named here; label-only keys are defined here. Sources: process-crd.md §13,
-lifetime-pool-allocation.md §13.
+named here; label-only keys are defined here. Where each goes: docs/wire-format.md#labels.
 """
 
 from typing import Final
@@ -11,32 +10,33 @@ from shared.domain import annotations
 from shared.domain.group import key
 
 MANAGED_BY: Final = annotations.MANAGED_BY
-"""Label on export Jobs, Ingress and DNSEndpoint the Process reconciler creates."""
+"""Label on the Ingress and DNSEndpoint objects the Process reconciler renders (and on export
+Jobs, which it does not create yet)."""
 
 PROCESS: Final = annotations.PROCESS
 """Label on export Jobs (and their pod template), Ingress and DNSEndpoint naming the
 owning Process. The reference writes ``<namespace>/<name>`` here, which is not a legal
-label value; the value format is the reconciler's to choose (DESIGN §2, decision 3)."""
+label value; tatara writes ``<namespace>.<name>`` (docs/divergences.md#render-process-label)."""
 
 ROUTING_FORM: Final = annotations.ROUTING_FORM
-"""Label on routing edges: ``stable`` or ``instance``."""
+"""Label on routing objects: ``stable`` or ``instance``."""
 
 APP: Final = annotations.APP
-"""Label on routing edges: the hostname entry's ``app``."""
+"""Label on routing objects: the hostname entry's ``app``."""
 
 ROLE: Final = key("role")
-"""Set by the Process reconciler on export Jobs and their pod template; part of the
-export-Job selector. Value: :data:`ROLE_EXPORT`."""
+"""Label of export Jobs and their pod template, part of the export-Job selector (tatara does not
+create export Jobs yet). Value: :data:`ROLE_EXPORT`."""
 
 ROLE_EXPORT: Final = "export"
 """The :data:`ROLE` value of export-worker Jobs."""
 
 EXPORT_INDEX: Final = key("export-index")
-"""Set by the Process reconciler on an export Job, its pod template and its receipt
-ConfigMap. Value: the export's index in ``lifetime.ephemeral.exports``, decimal."""
+"""Label of an export Job and its pod template (tatara does not create export Jobs yet). Value:
+the export's index in the full ``lifetime.ephemeral.exports`` list, decimal."""
 
 RECEIPT: Final = key("receipt")
-"""Set by the closed-loop probe on receipt ConfigMaps; the reconciler selects on it.
+"""Set by the closed-loop probe on receipt ConfigMaps; no tatara component reads it.
 The reference's value ``tatara-receipt/v1`` is not a legal label value (it contains
 ``/``); the writer chooses a legal spelling."""
 

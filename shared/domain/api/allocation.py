@@ -1,6 +1,6 @@
 """The ``EphemeralAllocation`` kind: a request to hold one pool member.
 
-— spec/lifetime-pool-allocation.md §10.8, §11 (pool-reconciler.md §2.2).
+— docs/wire-format.md#ephemeralallocation; the rules: docs/behaviour.md#allocations.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ __all__ = [
 
 
 class AllocationRef(WireStruct):
-    """``{name, namespace}`` of a pool, allocation or Process (§10.8)."""
+    """``{name, namespace}`` of a pool, allocation or Process."""
 
     name: str
     namespace: str
 
 
 class RequestorKind(ClosedSet):
-    """The known values of the open ``requestor.kind`` string (§11.3)."""
+    """The known values of the open ``requestor.kind`` string."""
 
     GITHUB_PR = "github-pr"
     MANUAL = "manual"
@@ -39,7 +39,7 @@ class RequestorKind(ClosedSet):
 
 
 class Requestor(WireStruct):
-    """Who asks for a member; also the pool-routing key (§11.3)."""
+    """Who asks for a member; also the pool-routing key."""
 
     kind: str
     """Open set; see :class:`RequestorKind` for the known values."""
@@ -59,7 +59,7 @@ class Requestor(WireStruct):
 
 
 class AllocationSpec(WireStruct):
-    """``spec`` of an allocation (§11.2)."""
+    """``spec`` of an allocation."""
 
     pool_ref: AllocationRef | None = None
     """Explicit pool (same namespace); skips selector routing."""
@@ -70,7 +70,7 @@ class AllocationSpec(WireStruct):
 
 
 class AllocationPhase(ClosedSet):
-    """``status.phase`` of an allocation (§11.5). Default ``Pending``."""
+    """``status.phase`` of an allocation. Default ``Pending``."""
 
     PENDING = "Pending"
     QUEUED = "Queued"
@@ -92,7 +92,9 @@ class AllocationPhase(ClosedSet):
 
 
 class AllocationCondition(WireStruct):
-    """``status.conditions[]`` (§10.11 shape); all five keys required."""
+    """``status.conditions[]``; all five keys required.
+
+    The same shape as the pool's conditions; never written."""
 
     type_: str
     status: str
@@ -102,7 +104,7 @@ class AllocationCondition(WireStruct):
 
 
 class AllocationStatus(WireStruct):
-    """``status`` of an allocation (§11.4)."""
+    """``status`` of an allocation."""
 
     phase: AllocationPhase = AllocationPhase.PENDING
     phase_since: Timestamp | None = None

@@ -1,6 +1,6 @@
 """``spec.boundary``: pre- and postconditions that gate Running and Attested.
 
-— spec/process-crd.md §4.4.
+— docs/behaviour.md#boundary-conditions.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ __all__ = ["Boundary", "Condition", "ConditionKind"]
 
 
 class ConditionKind(ClosedSet):
-    """What a boundary condition checks (§4.4). ``PromQL`` keeps both capitals."""
+    """What a boundary condition checks. ``PromQL`` keeps both capitals."""
 
     PROCESS_PHASE = "ProcessPhase"
     KUSTOMIZATION_HEALTHY = "KustomizationHealthy"
@@ -48,7 +48,7 @@ class Condition(WireStruct):
 
 
 class Boundary(WireStruct):
-    """``spec.boundary`` (§4.4)."""
+    """``spec.boundary``."""
 
     preconditions: list[Condition] = []
     """Checked in Execing; gate the step into Running."""

@@ -1,6 +1,6 @@
 """``spec.classification``: what kind of convergence point a Process is.
 
-— spec/process-crd.md §4.2.
+— docs/wire-format.md#processspec; the spellings: docs/wire-format.md#enums.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ class DataClassification(ClosedSet):
 
 
 class Horizon(WireStruct):
-    """``classification.horizon`` (§4.2). The three optional fields apply to Asymptotic only."""
+    """``classification.horizon``. The three optional fields apply to Asymptotic only."""
 
     kind: HorizonKind = HorizonKind.BOUNDED
     metric: str | None = None
@@ -184,7 +184,7 @@ class Horizon(WireStruct):
 
 
 class Classification(WireStruct):
-    """``spec.classification`` (§4.2). ``pointType`` and ``substrate`` are required."""
+    """``spec.classification``. ``pointType`` and ``substrate`` are required."""
 
     point_type: ConvergencePointType
     substrate: SubstrateType

@@ -1,4 +1,4 @@
-"""Closed-set string enums and their strict parser — spec/process-crd.md §2.4.
+"""Closed-set string enums and their strict parser — docs/wire-format.md#enums.
 
 Every PascalCase enum on the wire is a :class:`ClosedSet`. Its ``parse`` matches the
 canonical spelling exactly (no trimming, no case folding) and fails with
@@ -13,7 +13,7 @@ from typing import Self
 
 __all__ = ["ClosedSet", "UnknownValueError", "label_of"]
 
-# Labels that are not simply the class name split into lower-case words (§2.4).
+# Labels that are not simply the class name split into lower-case words.
 _LABEL_OVERRIDES: dict[str, str] = {
     "ProcessPhase": "process phase",
     "MustReachPhase": "must-reach phase",
@@ -27,8 +27,8 @@ _WORD = re.compile(r"[A-Z][a-z0-9]*")
 class UnknownValueError(ValueError):
     """A string is not one of a closed set's canonical spellings.
 
-    ``str(err)`` is ``unknown <label>: <value>`` (spec/process-crd.md §2.4); ``value``
-    holds the input unchanged (upper-cased for signals, §7.1).
+    ``str(err)`` is ``unknown <label>: <value>``; ``value``
+    holds the input unchanged (upper-cased for signals).
     """
 
     def __init__(self, label: str, value: str) -> None:
@@ -40,7 +40,7 @@ class UnknownValueError(ValueError):
 def label_of(enum_class: type[enum.Enum]) -> str:
     """Return the human label of a closed set, e.g. ``convergence point type``.
 
-    The class name split into lower-case words, except for the overrides §2.4 lists.
+    The class name split into lower-case words, except for a few overrides (``must-reach phase``…).
     """
     name = enum_class.__name__
     return _LABEL_OVERRIDES.get(name) or " ".join(w.lower() for w in _WORD.findall(name))
@@ -49,7 +49,7 @@ def label_of(enum_class: type[enum.Enum]) -> str:
 class ClosedSet(enum.StrEnum):
     """A string enum whose member values are the exact wire spellings.
 
-    Declaration order is the spec's ``ALL`` order. Members compare equal to their
+    Declaration order is the reference's canonical (``ALL``) order. Members compare equal to their
     wire string.
     """
 

@@ -81,7 +81,7 @@ def decode_process(data: bytes | str, *, validate: bool = False) -> Process:
     """Decode a Process from API JSON.
 
     With ``validate=True`` also raise :class:`InvalidSpecError` when a tagged union in
-    the spec does not resolve (the reference checks this only at use, process-crd §4.3).
+    the spec does not resolve (the reference checks this only at use; docs/wire-format.md#tagged-unions).
     """
     process = decode(data, Process)
     if validate:
@@ -147,7 +147,7 @@ def _plan(cls: type[msgspec.Struct]) -> _Plan:
 
 def format_timestamp(value: datetime) -> str:
     """RFC 3339 in UTC with ``Z``; the fraction has 0, 3 or 6 digits, the shortest exact
-    (process-crd §2.5). A naive datetime is taken as UTC."""
+    (docs/wire-format.md#timestamps). A naive datetime is taken as UTC."""
     utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     text = utc.strftime("%Y-%m-%dT%H:%M:%S")
     micros = utc.microsecond

@@ -1,4 +1,4 @@
-"""``spec.compliance``: control-framework bindings — spec/process-crd.md §4.5."""
+"""``spec.compliance``: control-framework bindings (carried, not evaluated) — docs/wire-format.md#processspec."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class ComplianceBinding(WireStruct):
 
 
 class ComplianceSpec(WireStruct):
-    """``spec.compliance`` (§4.5)."""
+    """``spec.compliance``."""
 
     baseline: str | None = None
     """E.g. ``fedramp-moderate``, ``cis-k8s-v1.8``."""

@@ -1,6 +1,6 @@
 """``spec.encapsulates``: wrap an existing HelmRelease, Kustomization or workload.
 
-— spec/process-crd.md §4.11.
+— docs/behaviour.md#encapsulation-modes.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class EncapsulationMode(ClosedSet):
 
 
 class EncapsulatesSpec(WireStruct):
-    """``spec.encapsulates`` (§4.11)."""
+    """``spec.encapsulates``."""
 
     kind: EncapsulationKind
     mode: EncapsulationMode = EncapsulationMode.MANAGE

@@ -1,6 +1,6 @@
 """``EphemeralSpec`` (``defephemeral``, a pool's member template) and its lowering.
 
-— spec/lifetime-pool-allocation.md §7.
+— docs/wire-format.md#ephemeralspec.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from shared.domain.api.wire import UInt32, WireStruct
 __all__ = ["DEFAULT_EPHEMERAL_CLASSIFICATION", "EphemeralSpec"]
 
 DEFAULT_EPHEMERAL_CLASSIFICATION = Classification(point_type=ConvergencePointType.GATE, substrate=SubstrateType.COMPUTE)
-"""Gate / Compute / Bounded / Monotone / Internal (§7.3; the doc's "NonMonotone" is wrong)."""
+"""Gate / Compute / Bounded / Monotone / Internal. The reference's field documentation says
+NonMonotone; its code, like ours, uses Monotone."""
 
 
 class EphemeralSpec(WireStruct):
-    """A short-lived Aplicacao install (§7.1). Note ``teardown`` (not ``teardownPolicy``)."""
+    """A short-lived Aplicacao install. Note ``teardown`` (not ``teardownPolicy``)."""
 
     _omit_when_default: ClassVar[frozenset[str]] = frozenset({"exports"})
 
@@ -40,7 +41,7 @@ class EphemeralSpec(WireStruct):
     routing: RoutingSpec | None = None
 
     def to_process_spec(self) -> ProcessSpec:
-        """Lower to a ProcessSpec exactly as §7.3's table says.
+        """Lower to a ProcessSpec as the reference does (docs/wire-format.md#ephemeralspec).
 
         identity ``{parent}``; classification or Gate/Compute; ``intent.aplicacao`` only;
         boundary from the conditions with ``verifyTimeout`` as ``timeout``; default

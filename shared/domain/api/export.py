@@ -1,6 +1,6 @@
 """Exports: what an ephemeral Process ships out before it ends.
 
-— spec/lifetime-pool-allocation.md §5 (process-crd.md §4.9).
+— docs/wire-format.md#exports (carried and validated; export Jobs are not run yet, docs/behaviour.md#releasing).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ __all__ = [
 ]
 
 DEFAULT_VECTOR_INGEST: Final = "http://vector.observability.svc.cluster.local:8080"
-"""HTTP endpoint used when ``httpEvent.endpoint`` is unset (§5.4)."""
+"""HTTP endpoint used when ``httpEvent.endpoint`` is unset."""
 
 DEFAULT_NATS_URL: Final = "nats://nats.observability.svc.cluster.local:4222"
-"""NATS URL used when ``natsSubject.url`` is unset (§5.4)."""
+"""NATS URL used when ``natsSubject.url`` is unset."""
 
 
 class ExportTrigger(ClosedSet):
-    """At which gate an export fires (§5.5). Default ``OnAttested``."""
+    """At which gate an export fires. Default ``OnAttested``."""
 
     ON_ATTESTED = "OnAttested"
     ON_FAILED = "OnFailed"
@@ -68,7 +68,7 @@ class ReportPayloadShape(ClosedSet):
 
 
 class ReportFormat(ClosedSet):
-    """Format of a test report (§5.3). Default ``Raw``."""
+    """Format of a test report. Default ``Raw``."""
 
     JUNIT = "Junit"
     TAP_V13 = "TapV13"
@@ -122,7 +122,7 @@ ArtifactVariant = ReceiptsSource | TestReportSource | ProcessSnapshotSource | Ru
 
 
 class ArtifactSource(TaggedUnion):
-    """What an export ships: exactly one of four slots (§5.2)."""
+    """What an export ships: exactly one of four slots."""
 
     _noun: ClassVar[str] = "artifact source"
 
@@ -184,7 +184,7 @@ ChannelVariant = HttpEventChannel | NatsSubjectChannel | StdoutChannel
 
 
 class VectorChannel(TaggedUnion):
-    """Where an export goes: exactly one of three slots (§5.4)."""
+    """Where an export goes: exactly one of three slots."""
 
     _noun: ClassVar[str] = "vector channel"
 
@@ -203,7 +203,7 @@ class VectorChannel(TaggedUnion):
 
 
 class ExportSpec(WireStruct):
-    """One element of ``lifetime.ephemeral.exports`` (§5.1)."""
+    """One element of ``lifetime.ephemeral.exports``."""
 
     source: ArtifactSource
     channel: VectorChannel

@@ -1,6 +1,6 @@
 """``spec.intent``: what a Process converges to — a tagged union of six variants.
 
-— spec/process-crd.md §4.3; the union rule is lifetime-pool-allocation.md §1.
+— docs/wire-format.md#intent; the union rule is docs/wire-format.md#tagged-unions.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class AplicacaoIntent(WireStruct):
     """Install a pleme-io Aplicacao Helm chart via Flux (``intent.aplicacao``).
 
     ``profile`` is left out on output when ``""``; ``valuesOverlay`` is always
-    written, as ``null`` when unset (§4.3).
+    written, as ``null`` when unset.
     """
 
     _omit_when_default: ClassVar[frozenset[str]] = frozenset({"profile"})
@@ -138,7 +138,7 @@ IntentVariant = NixIntent | FluxIntent | LispIntent | ContainerIntent | Aplicaca
 
 
 class Intent(TaggedUnion):
-    """``spec.intent``: exactly one of six slots must be set (checked at use, §4.3).
+    """``spec.intent``: exactly one of six slots must be set (checked at use).
 
     :meth:`variant` raises :class:`~shared.domain.api.tagged_union.EmptyVariantError`
     ``intent has no variant set (one of nix/flux/lisp/container/aplicacao/guest required)``

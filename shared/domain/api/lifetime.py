@@ -1,6 +1,6 @@
 """``spec.lifetime``: permanent or ephemeral (TTL + teardown policy).
 
-— spec/lifetime-pool-allocation.md §3 (process-crd.md §4.8).
+— docs/wire-format.md#lifetime; the clock: docs/behaviour.md#lifetime.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["EphemeralLifetime", "Lifetime", "LifetimeKind", "PermanentLifetime",
 
 
 class TeardownPolicy(ClosedSet):
-    """When an ephemeral Process is torn down (§3.4). Default ``Always``."""
+    """When an ephemeral Process is torn down. Default ``Always``."""
 
     ALWAYS = "Always"
     ON_ATTESTED = "OnAttested"
@@ -38,7 +38,7 @@ class PermanentLifetime(WireStruct):
 
 
 class EphemeralLifetime(WireStruct):
-    """The ``ephemeral`` slot (§3.3). ``exports`` is left out on output when empty."""
+    """The ``ephemeral`` slot. ``exports`` is left out on output when empty."""
 
     _omit_when_default: ClassVar[frozenset[str]] = frozenset({"exports"})
 
@@ -65,7 +65,7 @@ class LifetimeKind(ClosedSet):
 
 
 class Lifetime(TaggedUnion):
-    """``spec.lifetime``: at most one of ``permanent`` / ``ephemeral`` (§3.1).
+    """``spec.lifetime``: at most one of ``permanent`` / ``ephemeral``.
 
     Empty resolves to Permanent (not an error). Both set raises
     :class:`AmbiguousVariantError` ``lifetime has multiple variants set; at most one required``.

@@ -1,6 +1,6 @@
 """Process phases: spellings, predicates, rank and the legal-transition table.
 
-— spec/process-crd.md §6 (and lifetime-pool-allocation.md §2).
+— docs/behaviour.md#phases and docs/behaviour.md#transition-table.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ __all__ = ["TRANSITIONS", "MustReachPhase", "ProcessPhase", "phase_reached"]
 
 
 class ProcessPhase(ClosedSet):
-    """The Unix-like lifecycle phase in ``status.phase`` (§6.1). Default ``Pending``."""
+    """The Unix-like lifecycle phase in ``status.phase``. Default ``Pending``."""
 
     PENDING = "Pending"
     FORKING = "Forking"
@@ -30,43 +30,43 @@ class ProcessPhase(ClosedSet):
 
     @property
     def is_terminal(self) -> bool:
-        """True for the sink ``Reaped`` only (§6.2)."""
+        """True for the sink ``Reaped`` only."""
         return self is ProcessPhase.REAPED
 
     @property
     def is_running(self) -> bool:
-        """True for ``Running`` and ``Attested`` (§6.2)."""
+        """True for ``Running`` and ``Attested``."""
         return self in (ProcessPhase.RUNNING, ProcessPhase.ATTESTED)
 
     @property
     def is_alive(self) -> bool:
-        """False for ``Zombie``, ``Reaped`` and ``Failed``; true otherwise (§6.2)."""
+        """False for ``Zombie``, ``Reaped`` and ``Failed``; true otherwise."""
         return self not in (ProcessPhase.ZOMBIE, ProcessPhase.REAPED, ProcessPhase.FAILED)
 
     @property
     def is_releasing(self) -> bool:
-        """True for ``Releasing`` only (§6.2)."""
+        """True for ``Releasing`` only."""
         return self is ProcessPhase.RELEASING
 
     @property
     def is_terminal_reached(self) -> bool:
-        """True at the two gates ``Attested`` and ``Failed`` (§6.2)."""
+        """True at the two gates ``Attested`` and ``Failed``."""
         return self in (ProcessPhase.ATTESTED, ProcessPhase.FAILED)
 
     @property
     def rank(self) -> int:
-        """Progress rank used by dependency checks (§6.4): Pending 0 … Attested 4.
+        """Progress rank used by dependency checks: Pending 0 … Attested 4.
 
         ``Reconverging`` ranks with ``Running`` (3); the exit phases rank 0.
         """
         return _RANK.get(self, 0)
 
     def can_transition_to(self, target: ProcessPhase) -> bool:
-        """True when ``self → target`` is one of the 18 legal edges (§6.3)."""
+        """True when ``self → target`` is one of the 18 legal edges."""
         return target in TRANSITIONS[self]
 
     def next_phases(self) -> frozenset[ProcessPhase]:
-        """The phases ``self`` may legally move to (§6.3); empty for ``Reaped``."""
+        """The phases ``self`` may legally move to; empty for ``Reaped``."""
         return TRANSITIONS[self]
 
 
@@ -91,11 +91,11 @@ TRANSITIONS: Mapping[ProcessPhase, frozenset[ProcessPhase]] = MappingProxyType(
         _P.REAPED: frozenset(),
     }
 )
-"""The complete legal-transition table, 18 edges (spec/process-crd.md §6.3)."""
+"""The complete legal-transition table, 18 edges (docs/behaviour.md#transition-table)."""
 
 
 class MustReachPhase(ClosedSet):
-    """The phase a dependency must reach (``dependsOn[].mustReach``, §4.6). Default ``Attested``."""
+    """The phase a dependency must reach (``dependsOn[].mustReach``). Default ``Attested``."""
 
     RUNNING = "Running"
     ATTESTED = "Attested"
@@ -107,6 +107,6 @@ class MustReachPhase(ClosedSet):
 
 
 def phase_reached(actual: ProcessPhase | None, required: ProcessPhase | MustReachPhase) -> bool:
-    """True when ``rank(actual) >= rank(required)`` (§6.4); ``None`` counts as Pending."""
+    """True when ``rank(actual) >= rank(required)``; ``None`` counts as Pending."""
     need = required.phase if isinstance(required, MustReachPhase) else required
     return (actual or ProcessPhase.PENDING).rank >= need.rank

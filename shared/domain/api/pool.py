@@ -1,6 +1,6 @@
 """The ``EphemeralPool`` kind: pre-warmed member Processes and the routing selector.
 
-— spec/lifetime-pool-allocation.md §10 (pool-reconciler.md §2.1, §6).
+— docs/wire-format.md#ephemeralpool; the rules: docs/behaviour.md#pools.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ __all__ = [
 
 
 class ReturnPolicy(ClosedSet):
-    """What happens to a member after release (§10.4). Default ``Replace``."""
+    """What happens to a member after release. Default ``Replace``."""
 
     REPLACE = "Replace"
     RESET = "Reset"
@@ -49,7 +49,7 @@ class ReturnPolicy(ClosedSet):
 
 
 class ReplacementPolicy(ClosedSet):
-    """What the desired-count loop does with failed members (§10.5)."""
+    """What the desired-count loop does with failed members."""
 
     REPLACE_IMMEDIATE = "ReplaceImmediate"
     HOLD_FAILED = "HoldFailed"
@@ -65,7 +65,7 @@ class ReplacementPolicy(ClosedSet):
 
 
 class MatchKey(NamedTuple):
-    """The routing key of an allocation (§10.3); not on the wire."""
+    """The routing key of an allocation (docs/behaviour.md#allocation-routing); not on the wire."""
 
     repo: str
     branch: str
@@ -79,7 +79,7 @@ class MatchKey(NamedTuple):
 
 
 def glob_match(pattern: str, value: str) -> bool:
-    """Selector glob (§10.3): ``""`` matches anything; a trailing ``*`` makes a prefix
+    """Selector glob: ``""`` matches anything; a trailing ``*`` makes a prefix
     match (one ``*`` removed); otherwise exact equality."""
     if not pattern:
         return True
@@ -89,7 +89,7 @@ def glob_match(pattern: str, value: str) -> bool:
 
 
 class PoolSelector(WireStruct):
-    """Which allocations a pool serves (§10.3). Empty lists match everything."""
+    """Which allocations a pool serves. Empty lists match everything."""
 
     repos: list[str] = []
     branches: list[str] = []
@@ -98,7 +98,7 @@ class PoolSelector(WireStruct):
     kinds: list[str] = []
 
     def matches(self, key: MatchKey) -> bool:
-        """All four clauses of §10.3 hold."""
+        """All four clauses hold: repos, branches, prLabels and kinds (docs/behaviour.md#allocation-routing)."""
         return (
             (not self.repos or any(glob_match(p, key.repo) for p in self.repos))
             and (not self.branches or any(glob_match(p, key.branch) for p in self.branches))
@@ -115,7 +115,7 @@ class PoolSelector(WireStruct):
 
 
 class PoolSpec(WireStruct):
-    """``spec`` of a pool (§10.2)."""
+    """``spec`` of a pool."""
 
     desired_size: UInt32
     """Legacy mode: target Free + Spawning members."""
@@ -133,7 +133,7 @@ class PoolSpec(WireStruct):
 
 
 class MemberState(ClosedSet):
-    """State of a pool member, derived from its Process (§10.9). No default."""
+    """State of a pool member, derived from its Process. No default."""
 
     SPAWNING = "Spawning"
     FREE = "Free"
@@ -152,7 +152,7 @@ class MemberState(ClosedSet):
 
 
 class PoolPhase(ClosedSet):
-    """``status.phase`` of a pool (§10.10). Default ``Initializing``."""
+    """``status.phase`` of a pool. Default ``Initializing``."""
 
     INITIALIZING = "Initializing"
     STEADY = "Steady"
@@ -172,7 +172,7 @@ class PoolPhase(ClosedSet):
 
 
 class PoolMember(WireStruct):
-    """One row of ``status.members`` (§10.7)."""
+    """One row of ``status.members``."""
 
     process_name: str
     state: MemberState
@@ -181,7 +181,7 @@ class PoolMember(WireStruct):
 
 
 class PoolCondition(WireStruct):
-    """``status.conditions[]`` (§10.11); all five keys required."""
+    """``status.conditions[]``; all five keys required."""
 
     type_: str
     status: str
@@ -191,7 +191,7 @@ class PoolCondition(WireStruct):
 
 
 class PoolStatus(WireStruct):
-    """``status`` of a pool (§10.6)."""
+    """``status`` of a pool."""
 
     phase: PoolPhase = PoolPhase.INITIALIZING
     phase_since: Timestamp | None = None

@@ -1,6 +1,6 @@
 """The ``Process`` kind: spec, status and the status sub-types.
 
-— spec/process-crd.md §3 (ProcessSpec), §4.1, §4.6, §5 (ProcessStatus).
+— docs/wire-format.md#processspec and docs/wire-format.md#processstatus.
 """
 
 from __future__ import annotations
@@ -39,16 +39,16 @@ __all__ = [
 
 
 class IdentitySpec(WireStruct):
-    """``spec.identity`` (§4.1)."""
+    """``spec.identity``."""
 
     parent: str | None = None
     """PID path of the parent Process; absent (or empty) → a root."""
     name_override: str | None = None
-    """Human name used instead of the content hash; trimmed, empty → absent (§8.2)."""
+    """Human name used instead of the content hash; trimmed, empty → absent."""
 
 
 class DependsOn(WireStruct):
-    """``spec.dependsOn[]`` (§4.6): another Process that must reach a phase first."""
+    """``spec.dependsOn[]``: another Process that must reach a phase first."""
 
     name: str
     namespace: str | None = None
@@ -57,7 +57,7 @@ class DependsOn(WireStruct):
 
 
 class ProcessSpec(WireStruct):
-    """``spec`` of a Process (§3.2). Field order is the content-hash order (§9).
+    """``spec`` of a Process. Field order is the content-hash order.
 
     ``lifetime`` is left out on output when both its slots are unset.
     """
@@ -104,18 +104,18 @@ class ProcessSpec(WireStruct):
 
 
 class Identity(WireStruct, rename=None):
-    """``status.identity`` (§5.6) — the one type with **snake_case** keys."""
+    """``status.identity`` — the one type with **snake_case** keys."""
 
     name: str
     """Name used in PID paths: the override, else the content hash."""
     content_hash: str
-    """26 lower-case Crockford base32 characters (§8.1)."""
+    """26 lower-case Crockford base32 characters."""
     name_override: bool
     """True when ``name`` came from ``spec.identity.nameOverride``."""
 
 
 class ProcessAttestation(WireStruct):
-    """``status.attestation`` (§5.7); hashes are 64 lower-case hex (§11)."""
+    """``status.attestation``; hashes are 64 lower-case hex."""
 
     artifact_hash: str
     """Hash of the rendered resources, or ``""`` when nothing was rendered."""
@@ -129,7 +129,7 @@ class ProcessAttestation(WireStruct):
 
 
 class FluxResourceRef(WireStruct):
-    """``status.fluxResources[]`` (§5.3): an object the Process rendered."""
+    """``status.fluxResources[]``: an object the Process rendered."""
 
     api_version: str
     kind: str
@@ -141,7 +141,7 @@ class FluxResourceRef(WireStruct):
 
 
 class CheckedCondition(WireStruct):
-    """``status.boundary.pre/postconditions[]`` (§5.4): a Condition plus its result."""
+    """``status.boundary.pre/postconditions[]``: a Condition plus its result."""
 
     _write_null: ClassVar[frozenset[str]] = frozenset({"params"})
 
@@ -153,7 +153,7 @@ class CheckedCondition(WireStruct):
 
 
 class BoundaryStatus(WireStruct):
-    """``status.boundary`` (§5.5)."""
+    """``status.boundary``."""
 
     preconditions: list[CheckedCondition] = []
     postconditions: list[CheckedCondition] = []
@@ -161,7 +161,7 @@ class BoundaryStatus(WireStruct):
 
 
 class ComplianceStatus(WireStruct):
-    """``status.compliance`` (§5.5); the three counters are required inside the object."""
+    """``status.compliance``; the three counters are required inside the object."""
 
     baseline: str | None = None
     satisfied: UInt32
@@ -171,7 +171,7 @@ class ComplianceStatus(WireStruct):
 
 
 class ProcessCondition(WireStruct):
-    """``status.conditions[]`` (§5.2), the metav1.Condition shape."""
+    """``status.conditions[]``, the metav1.Condition shape."""
 
     type_: str
     status: str
@@ -180,11 +180,13 @@ class ProcessCondition(WireStruct):
     reason: str | None = None
     message: str | None = None
     observed_generation: int | None = None
-    """Not in the reference; we add it for kstatus (DESIGN.md §4). Omitted when unset."""
+    """Not in the reference; we add it for kstatus (DESIGN.md). Omitted when unset.
+
+    Why: docs/divergences.md#processcondition. (The first paragraph is this field's CRD description.)"""
 
 
 class ProcessStatus(WireStruct):
-    """``status`` of a Process (§5.1). Every field is optional."""
+    """``status`` of a Process. Every field is optional."""
 
     pid: str | None = None
     """Hierarchical PID path, e.g. ``seph.1.7``."""
@@ -204,7 +206,7 @@ class ProcessStatus(WireStruct):
 
 
 class Process(WireStruct):
-    """A ``tatara.pleme.io/v1alpha1`` ``Process`` object (§3.1). Namespaced."""
+    """A ``tatara.pleme.io/v1alpha1`` ``Process`` object. Namespaced."""
 
     api_version: str = API_VERSION
     kind: str = "Process"

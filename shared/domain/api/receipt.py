@@ -1,6 +1,6 @@
 """The ``tatara-receipt/v1`` envelope that Jobs write into receipt ConfigMaps.
 
-— spec/lifetime-pool-allocation.md §6. Keys are snake_case and unknown keys are
+— docs/wire-format.md#receipts. Keys are snake_case and unknown keys are
 rejected (the one strict type).
 """
 
@@ -30,7 +30,7 @@ RECEIPT_VERSION: Final = "tatara-receipt/v1"
 
 
 class ReceiptKind(ClosedSet):
-    """The known values of the open ``kind`` string (§6.3)."""
+    """The known values of the open ``kind`` string."""
 
     CLOSED_LOOP_AUTH = "closed-loop-auth"
     DB_MIGRATION = "db-migration"
@@ -39,12 +39,12 @@ class ReceiptKind(ClosedSet):
 
 
 class ReceiptError(ValueError):
-    """A receipt that does not parse or verify; texts as in §6.7, e.g.
+    """A receipt that does not parse or verify; texts as docs/wire-format.md#receipts lists them, e.g.
     ``missing required field: intent_hash``."""
 
 
 class ReceiptEnvelope(WireStruct, rename=None, forbid_unknown_fields=True):
-    """A receipt (§6.2): BLAKE3 pillars and their composed root."""
+    """A receipt: BLAKE3 pillars and their composed root."""
 
     version: str
     kind: str
@@ -67,7 +67,7 @@ class ReceiptEnvelope(WireStruct, rename=None, forbid_unknown_fields=True):
             return None
 
     def verify_shape(self) -> None:
-        """Check version, kind, then the three required hashes (§6.4); raise :class:`ReceiptError`."""
+        """Check version, kind, then the three required hashes; raise :class:`ReceiptError`."""
         if self.version != RECEIPT_VERSION:
             raise ReceiptError(f"version != {RECEIPT_VERSION} (got {_debug_quote(self.version)})")
         if not self.kind:

@@ -1,6 +1,6 @@
 """``spec.routing``: hostnames, backend and the stable-name claim.
 
-— spec/process-crd.md §4.10 (FQDN forms §10).
+— docs/wire-format.md#routing (host names: docs/wire-format.md#hostnames).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ class RoutingHostname(WireStruct):
     """One hostname: ``<app>.<instance or ephemeral id>.<cluster>.<location>.<domain>``."""
 
     app: str
-    """A DNS label (§10.2)."""
+    """A DNS label."""
     instance: str | None = None
     """Fixed instance label; empty counts as unset (the ephemeral id is used)."""
     cluster: str | None = None
@@ -41,7 +41,7 @@ class RoutingBackend(WireStruct):
 
 
 class RoutingSpec(WireStruct):
-    """``spec.routing`` (§4.10)."""
+    """``spec.routing``."""
 
     hostnames: list[RoutingHostname] = []
     backend: RoutingBackend

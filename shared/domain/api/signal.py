@@ -1,6 +1,6 @@
 """Signals an operator sends to a Process, and the spec's signal policy.
 
-— spec/process-crd.md §4.7 (SignalPolicy, SighupStrategy) and §7 (ProcessSignal).
+— docs/behaviour.md#signals; the spellings: docs/wire-format.md#signal-spellings.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["ProcessSignal", "SighupStrategy", "SignalPolicy"]
 
 
 class ProcessSignal(ClosedSet):
-    """A Unix-style signal, sent as the ``tatara.pleme.io/signal`` annotation (§7.1).
+    """A Unix-style signal, sent as the ``tatara.pleme.io/signal`` annotation.
 
     Wire spelling is the canonical ``SIG…`` name; :meth:`parse` also accepts the short
     alias and any letter case.
@@ -36,7 +36,7 @@ class ProcessSignal(ClosedSet):
 
     @classmethod
     def parse(cls, text: str) -> Self:
-        """Parse a signal name (§7.1): ASCII-upper-case, then match canonical or short form.
+        """Parse a signal name: ASCII-upper-case, then match canonical or short form.
 
         No trimming. Raises :class:`UnknownValueError` ``unknown signal: <UPPERCASED>``.
         """
@@ -48,7 +48,7 @@ class ProcessSignal(ClosedSet):
 
 
 class SighupStrategy(ClosedSet):
-    """What SIGHUP does to a Running/Attested Process (§4.7). Default ``Reconverge``."""
+    """What SIGHUP does to a Running/Attested Process. Default ``Reconverge``."""
 
     RECONVERGE = "Reconverge"
     RESTART = "Restart"
@@ -64,7 +64,7 @@ class SighupStrategy(ClosedSet):
 
 
 class SignalPolicy(WireStruct):
-    """``spec.signals`` (§4.7). Every field defaults; every field is always written."""
+    """``spec.signals``. Every field defaults; every field is always written."""
 
     sigterm_grace_seconds: UInt32 = 480
     """Seconds to wait after SIGTERM before escalating to SIGKILL."""

@@ -1,6 +1,6 @@
 """The cluster-scoped ``ProcessTable`` ("/proc") singleton, named ``proc``.
 
-— spec/process-crd.md §12.
+— docs/wire-format.md#processtable; what is written: docs/behaviour.md#processtable-status.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ __all__ = [
 ]
 
 PROCESS_TABLE_NAME: Final = "proc"
-"""Name of the singleton table (§8.4)."""
+"""Name of the singleton table."""
 
 
 class ProcessTableSpec(WireStruct):
-    """``spec`` of the table (§12.1). Every field defaults, so ``spec: {}`` is valid."""
+    """``spec`` of the table. Every field defaults, so ``spec: {}`` is valid."""
 
     next_sequence: UInt32 = 1
     """The next PID sequence number; bumped with optimistic concurrency."""
@@ -43,7 +43,7 @@ class ProcessTableSpec(WireStruct):
 
 
 class ProcessEntry(WireStruct):
-    """One row of ``status.processes`` (§12.2)."""
+    """One row of ``status.processes``."""
 
     name: str
     namespace: str
@@ -70,10 +70,10 @@ class ClaimRecord(WireStruct):
 
 
 class ProcessTableStatus(WireStruct):
-    """``status`` of the table (§12.2). ``claims`` is left out when empty.
+    """``status`` of the table. ``claims`` is left out when empty.
 
     The reference requires ``processCount`` / ``readyCount``; we default them to 0
-    so a status holding only claims still decodes (process-crd §17 q9).
+    so a status holding only claims still decodes (docs/divergences.md#processtable-status-counters).
     """
 
     _omit_when_default: ClassVar[frozenset[str]] = frozenset({"claims"})

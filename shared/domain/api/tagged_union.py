@@ -1,4 +1,4 @@
-"""The "exactly one optional slot" union convention — spec/lifetime-pool-allocation.md §1.
+"""The "exactly one optional slot" union convention — docs/wire-format.md#tagged-unions.
 
 A tagged union is an object with one optional key per variant; the key is the tag
 and its value the payload. Decoding accepts any number of populated slots; the
@@ -54,7 +54,7 @@ class TaggedUnion(WireStruct):
         """Return the single ``(wire key, payload)``.
 
         Raises :class:`EmptyVariantError` or :class:`AmbiguousVariantError` with the
-        exact texts of lifetime-pool-allocation.md §1.
+        reference's exact texts.
         """
         found: tuple[str, Any] | None = None
         for f in msgspec.structs.fields(self):

@@ -1,9 +1,9 @@
 """Wire conventions shared by every model: the Struct base and scalar types.
 
-— spec/process-crd.md §2 and spec/lifetime-pool-allocation.md §0.
+— docs/wire-format.md#field-names and docs/wire-format.md#emission-rules.
 
 Field emission rules (which keys the reference writes on output, and so which keys
-enter the content hash, process-crd §9 rule 3) are declared on each Struct:
+enter the content hash) are declared on each Struct:
 
 * a field whose default is ``None`` is left out when ``None`` ("omit-if-none"),
   unless it is named in ``_write_null`` (free JSON written as ``null``);
@@ -37,34 +37,34 @@ __all__ = [
 ]
 
 UInt16 = Annotated[int, Meta(ge=0, le=0xFFFF, extra_json_schema={"format": "uint16"})]
-"""Rust ``u16``: an integer 0..65535 (process-crd §2.5)."""
+"""Rust ``u16``: an integer 0..65535 (docs/wire-format.md#scalars)."""
 
 UInt32 = Annotated[int, Meta(ge=0, le=0xFFFF_FFFF, extra_json_schema={"format": "uint32"})]
-"""Rust ``u32``: an integer 0..4294967295 (process-crd §2.5)."""
+"""Rust ``u32``: an integer 0..4294967295."""
 
 UInt64 = Annotated[int, Meta(ge=0, extra_json_schema={"format": "uint64"})]
-"""Rust ``u64``: an integer ≥ 0 (process-crd §2.5)."""
+"""Rust ``u64``: an integer ≥ 0."""
 
 Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1, extra_json_schema={"format": "int32"})]
-"""Rust ``i32`` (process-crd §2.5)."""
+"""Rust ``i32``."""
 
 Double = Annotated[float, Meta(extra_json_schema={"format": "double"})]
-"""Rust ``f64`` (process-crd §2.5)."""
+"""Rust ``f64``."""
 
 Timestamp = datetime
-"""An RFC 3339 instant; written in UTC with a ``Z`` suffix (process-crd §2.5)."""
+"""An RFC 3339 instant; written in UTC with a ``Z`` suffix (docs/wire-format.md#timestamps)."""
 
 FreeObject = Annotated[
     dict[str, Any],
     Meta(extra_json_schema={"x-kubernetes-preserve-unknown-fields": True}),
 ]
-"""Free-form JSON object (``params``, ``valuesOverlay``, ``guest.spec``; process-crd §2.6).
+"""Free-form JSON object (``params``, ``valuesOverlay``, ``guest.spec``; docs/wire-format.md#free-form-json).
 
-Keys are written sorted (§9 rule 4)."""
+Keys are written sorted."""
 
 
 class _KeywordOnlyStructMeta(msgspec.StructMeta):
-    """Makes every subclass keyword-only, so fields can keep the spec's order
+    """Makes every subclass keyword-only, so fields can keep the reference's declaration order
     (required fields may follow defaulted ones)."""
 
     def __new__(
@@ -88,7 +88,7 @@ class WireStruct(
     ``gc=False``: instances are trees of values, never part of a reference cycle, so
     the garbage collector need not track them (smaller and faster to decode).
 
-    Unknown keys are ignored on decode (process-crd §2.2). Use
+    Unknown keys are ignored on decode. Use
     ``msgspec.structs.replace`` to derive a changed copy.
     """
 

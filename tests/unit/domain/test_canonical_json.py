@@ -1,4 +1,4 @@
-"""Canonical JSON bytes as serde_json writes them — spec/process-crd.md §9 rules 1–7."""
+"""Canonical JSON bytes as serde_json writes them — docs/wire-format.md#canonical-json."""
 
 from __future__ import annotations
 

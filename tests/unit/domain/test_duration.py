@@ -1,4 +1,4 @@
-"""shared.domain.duration: the examples of spec/lifetime-pool-allocation.md §0.7."""
+"""shared.domain.duration: the grammar of docs/wire-format.md#durations."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Identity hashes against the spec's worked values — spec/process-crd.md §8–§11, §15;
-spec/lifetime-pool-allocation.md §6.5, §8, §13."""
+"""Identity hashes against the worked values of docs/wire-format.md#test-vectors
+(algorithms: docs/wire-format.md#hashes)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from shared.domain.identity import (
     verify_root,
 )
 
-# Spec V1 (process-crd §15): Gate / Observability, nix github:pleme-io/k8s#obs, all else defaulted.
+# The minimal spec of the test vectors: Gate / Observability, nix github:pleme-io/k8s#obs, all else defaulted.
 V1 = ProcessSpec(
     classification=Classification(point_type=ConvergencePointType.GATE, substrate=SubstrateType.OBSERVABILITY),
     intent=Intent(nix=NixIntent(flake_ref="github:pleme-io/k8s", attribute="obs")),
@@ -95,7 +95,7 @@ def test_intent_canonical_bytes_are_the_inner_object_only() -> None:
         ("a1", "c1", "i1", ROOT_0, ROOT_1),
     ],
     ids=[
-        "the first root of the spec's chain",
+        "the first root of the reference's chain",
         "an empty control and previous hash like absent ones",
         "the second root chains on the first",
     ],

@@ -1,4 +1,4 @@
-"""Wire keys: byte-exact against process-crd.md §1 and §13, pool-reconciler.md §4 to §6."""
+"""Wire keys: byte-exact against docs/wire-format.md (kinds, annotations, labels, finalizers)."""
 
 import ast
 from pathlib import Path

@@ -1,6 +1,6 @@
 """Closed-set enums: spellings in ALL order, strict parsing and the error text.
 
-— spec/process-crd.md §2.4, §4; spec/lifetime-pool-allocation.md §0.2.
+— docs/wire-format.md#enums.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ CLOSED_SETS: list[tuple[type[ClosedSet], list[str], str]] = [
     (ReceiptKind, ["closed-loop-auth", "db-migration", "test-suite", "nix-build"], "receipt kind"),
 ]
 
-IDS = [f"{cls.__name__} is spelled as the spec lists" for cls, _, _ in CLOSED_SETS]
+IDS = [f"{cls.__name__} is spelled as the reference spells it" for cls, _, _ in CLOSED_SETS]
 
 
 @pytest.mark.parametrize(("cls", "spellings", "label"), CLOSED_SETS, ids=IDS)

@@ -1,4 +1,4 @@
-"""Decoding API JSON and encoding as the reference does — spec/process-crd.md §2, §9 rule 3."""
+"""Decoding API JSON and encoding as the reference does — docs/wire-format.md#emission-rules."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def test_a_missing_status_counts_as_pending() -> None:
     assert decode_process(process_json()).phase is ProcessPhase.PENDING
 
 
-# ── emission rules (process-crd §9 rule 3) ────────────────────────────────────
+# ── emission rules ──────────────────────────────────────────────────────────────
 
 SPEC = ProcessSpec(
     classification=Classification(point_type=ConvergencePointType.GATE, substrate=SubstrateType.COMPUTE),

@@ -1,4 +1,4 @@
-"""EphemeralSpec → ProcessSpec lowering — spec/lifetime-pool-allocation.md §7.3."""
+"""EphemeralSpec → ProcessSpec lowering — docs/wire-format.md#ephemeralspec."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Teardown policy and export trigger tables — spec/lifetime-pool-allocation.md §3.4, §5.3–§5.5."""
+"""Teardown policy and export trigger tables — docs/behaviour.md#teardown-policy, docs/wire-format.md#exports."""
 
 from __future__ import annotations
 

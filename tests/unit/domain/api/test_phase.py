@@ -1,4 +1,7 @@
-"""Process phases: the 18 legal edges, predicates and rank — spec/process-crd.md §6."""
+"""Process phases: the 18 legal edges, predicates and rank.
+
+— docs/behaviour.md#phases, docs/behaviour.md#transition-table.
+"""
 
 from __future__ import annotations
 

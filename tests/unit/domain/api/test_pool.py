@@ -1,4 +1,7 @@
-"""Pool selector matching, specificity and state predicates — spec/lifetime-pool-allocation.md §10–§11."""
+"""Pool selector matching, specificity and state predicates.
+
+— docs/behaviour.md#allocation-routing, docs/behaviour.md#member-states.
+"""
 
 from __future__ import annotations
 

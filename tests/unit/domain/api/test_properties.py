@@ -1,5 +1,5 @@
 """Property tests: encode→decode round trip of ProcessSpecs, and the content hash's
-stability and sensitivity (spec/process-crd.md §8.1, §9)."""
+stability and sensitivity (docs/wire-format.md#content-hash)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Signals: canonical names, short aliases and the case-folding parser — spec/process-crd.md §7.1."""
+"""Signals: canonical names, short aliases and the case-folding parser — docs/wire-format.md#signal-spellings."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Tagged unions: exactly one slot (at most one for Lifetime), with the spec's error texts.
+"""Tagged unions: exactly one slot (at most one for Lifetime), with the reference's error texts.
 
-— spec/lifetime-pool-allocation.md §1, spec/process-crd.md §4.3, §4.8, §4.9, §4.11.
+— docs/wire-format.md#tagged-unions.
 """
 
 from __future__ import annotations

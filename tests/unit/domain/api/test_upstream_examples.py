@@ -1,5 +1,5 @@
 """The reference's example Processes decode into our models and re-encode to the same
-document, with only the spec's always-written defaults added (process-crd §3–§4, §9)."""
+document, with only the always-written defaults added (docs/wire-format.md#emission-rules)."""
 
 from __future__ import annotations
 
@@ -22,21 +22,21 @@ SIGNAL_DEFAULTS = {
     "startSuspended": False,
 }
 
-# Keys the YAML leaves out that the reference always writes, with the default the spec lists.
+# Keys the YAML leaves out that the reference always writes, with its default (docs/wire-format.md#processspec).
 ADDED_DEFAULTS: dict[str, list[tuple[tuple[str, ...], Any]]] = {
     "observability-stack.yaml": [
-        (("spec", "intent", "nix", "extraArgs"), []),  # §4.3 NixIntent
+        (("spec", "intent", "nix", "extraArgs"), []),  # NixIntent
         (("spec", "intent", "nix", "delegateToNixBuild"), False),
-        (("spec", "compliance", "autoRemediate"), False),  # §4.5
-        (("spec", "signals", "startSuspended"), False),  # §4.7
-        (("spec", "suspended"), False),  # §3.2
+        (("spec", "compliance", "autoRemediate"), False),
+        (("spec", "signals", "startSuspended"), False),
+        (("spec", "suspended"), False),
     ],
     "closed-loop-ephemeral.yaml": [
-        (("spec", "identity"), {}),  # §3.2 row 1
-        (("spec", "boundary", "preconditions"), []),  # §4.4
-        (("spec", "compliance"), {"bindings": [], "autoRemediate": False}),  # §4.5
+        (("spec", "identity"), {}),
+        (("spec", "boundary", "preconditions"), []),
+        (("spec", "compliance"), {"bindings": [], "autoRemediate": False}),
         (("spec", "dependsOn"), []),
-        (("spec", "signals"), SIGNAL_DEFAULTS),  # §4.7
+        (("spec", "signals"), SIGNAL_DEFAULTS),
         (("spec", "suspended"), False),
     ],
 }
