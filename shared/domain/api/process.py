@@ -180,7 +180,7 @@ class ProcessCondition(WireStruct):
     reason: str | None = None
     message: str | None = None
     observed_generation: int | None = None
-    """Not in the reference; we add it for kstatus (DESIGN.md). Omitted when unset.
+    """Not in the reference; we add it for kstatus (docs/divergences.md). Omitted when unset.
 
     Why: docs/divergences.md#processcondition. (The first paragraph is this field's CRD description.)"""
 
