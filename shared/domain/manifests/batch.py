@@ -1,0 +1,133 @@
+"""``batch/v1`` Jobs: the manifest a reconciler server-side applies, and the status it reads back.
+
+:class:`Job` is what is sent: ``apiVersion``/``kind`` (from :mod:`shared.domain.resources`) always
+present, every unset optional field left out, so a server-side apply claims only the fields we set.
+It carries what a one-shot worker needs — a container with image, command, args and plain
+environment values, the pod's service account, restart policy, labels/annotations on the pod
+template, and the Job's retry, deadline and TTL knobs — and nothing else. The pool reconciler's
+reset Job uses it; an export Job can too.
+
+:class:`ObservedJob` is the other direction: a Job as an informer caches it, metadata and the status
+fields that say how it ended (:meth:`JobStatus.outcome`).
+
+Source: the Kubernetes API reference, "Job v1 batch" (``JobSpec``, ``JobStatus``, ``JobCondition``)
+and "Pod v1 core" (``PodSpec``, ``Container``, ``EnvVar``).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from shared.domain.api.wire import WireStruct
+from shared.domain.resources import JOBS
+from shared.kube.client import Resource
+from shared.kube.meta import ObjectMeta
+
+__all__ = [
+    "Container",
+    "EnvVar",
+    "Job",
+    "JobCondition",
+    "JobSpec",
+    "JobStatus",
+    "ObservedJob",
+    "PodSpec",
+    "PodTemplateSpec",
+]
+
+class EnvVar(WireStruct):
+    """``env[]`` of a container: a plain ``name``/``value`` pair."""
+
+    name: str
+    value: str
+
+
+class Container(WireStruct):
+    """One container: ``image``, optionally ``command`` (replaces the entrypoint) and ``args``."""
+
+    name: str
+    image: str
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: list[EnvVar] | None = None
+    image_pull_policy: str | None = None
+    """``Always``, ``IfNotPresent`` or ``Never``; unset: the API server's default for the image tag."""
+
+
+class PodSpec(WireStruct):
+    """``spec.template.spec``: the containers and how the pod runs them."""
+
+    containers: list[Container]
+    restart_policy: str = "Never"
+    """A Job's pods may only use ``Never`` or ``OnFailure``."""
+    service_account_name: str | None = None
+
+
+class PodTemplateSpec(WireStruct):
+    """``spec.template``: pod metadata (labels, annotations) and the pod spec."""
+
+    metadata: ObjectMeta | None = None
+    spec: PodSpec
+
+
+class JobSpec(WireStruct):
+    """``spec`` of a Job. Unset fields take the API server's defaults (``backoffLimit`` 6, no TTL, no deadline)."""
+
+    template: PodTemplateSpec
+    backoff_limit: int | None = None
+    """Pod retries before the Job is Failed."""
+    active_deadline_seconds: int | None = None
+    """Seconds the Job may run, retries included, before it is Failed."""
+    ttl_seconds_after_finished: int | None = None
+    """Seconds after completion or failure before the Job (and its pods) are deleted."""
+
+
+class Job(WireStruct):
+    """A Job manifest: ``metadata`` (name, namespace, annotations, ownerReferences) and ``spec``.
+
+    ``to_json()`` is the JSON the API server receives; ``shared.kube.patch.apply`` sends it as is.
+    """
+
+    RESOURCE: ClassVar[Resource] = JOBS
+
+    api_version: str = JOBS.api_version
+    kind: str = JOBS.kind
+    metadata: ObjectMeta
+    spec: JobSpec
+
+
+# ── what comes back ──────────────────────────────────────────────────────────
+
+
+class JobCondition(msgspec.Struct, frozen=True, kw_only=True):
+    """``status.conditions[]``: ``type`` (``Complete``, ``Failed``, ``SuccessCriteriaMet``…) and ``status``."""
+
+    type: str = ""
+    status: str = ""
+
+
+class JobStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """``status`` of a Job, the fields that say how it ended."""
+
+    conditions: list[JobCondition] | None = None
+    succeeded: int | None = None
+    """Pods that completed successfully."""
+
+    def outcome(self) -> bool | None:
+        """True once the Job succeeded (``Complete=True``, or a succeeded pod), False once it failed for good
+        (``Failed=True``), None while it runs. The first finished condition decides."""
+        for condition in self.conditions or ():
+            if condition.status == "True" and condition.type == "Complete":
+                return True
+            if condition.status == "True" and condition.type == "Failed":
+                return False
+        return True if (self.succeeded or 0) > 0 else None
+
+
+class ObservedJob(msgspec.Struct, frozen=True, kw_only=True):
+    """A Job as an informer caches it: metadata and status only (the spec is ours, and not read back)."""
+
+    metadata: ObjectMeta = ObjectMeta()
+    status: JobStatus = JobStatus()
