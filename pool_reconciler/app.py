@@ -13,14 +13,15 @@ from datetime import UTC, datetime
 from prometheus_client import CollectorRegistry
 
 from pool_reconciler.config import PoolReconcilerConfig
-from pool_reconciler.controller import AllocationReconciler, JobObject, PoolReconciler
-from pool_reconciler.executor import JOBS, Executor
+from pool_reconciler.controller import AllocationReconciler, PoolReconciler
+from pool_reconciler.executor import Executor
 from pool_reconciler.metrics import PoolMetrics
 from shared.domain.api.allocation import EphemeralAllocation
 from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process
 from shared.domain.group import key
-from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
+from shared.domain.manifests.batch import ObservedJob
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.events import EventRecorder
 from shared.kube.health import HealthServer
@@ -57,7 +58,7 @@ def build(client: KubeClient, config: PoolReconcilerConfig, *, identity: str | N
     pools = manager.informer(EPHEMERAL_POOLS, EphemeralPool, namespace=ns)
     allocations = manager.informer(EPHEMERAL_ALLOCATIONS, EphemeralAllocation, namespace=ns)
     processes = manager.informer(PROCESSES, Process, namespace=ns)
-    jobs = manager.informer(JOBS, JobObject, namespace=ns)
+    jobs = manager.informer(JOBS, ObservedJob, namespace=ns)
 
     metrics = PoolMetrics(registry, pools.objects, processes.objects, allocations.objects)
     recorder = EventRecorder(client, REPORTING_CONTROLLER, identity or "tatara-pool-reconciler")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final
 
-from pool_reconciler.pool_decide import DEFAULT_RESET_IMAGE
+from pool_reconciler.returns import DEFAULT_RESET_IMAGE
 from shared.domain import flags
 from shared.domain.flags import LOG_LEVELS, PYTHON_LEVELS, ConfigError, Option
 from shared.kube.leader import (

@@ -1,18 +1,24 @@
 """The pool and allocation controllers: caches → Observed snapshot → pure decision → executor.
 
-One reconcile reads top to bottom here (STYLE.md, "we avoid long hops"). Unlike the reference,
-which watches only its primary kinds (spec/pool-reconciler.md §3.5) and so learns of member
-changes only on the 30 s heartbeat, both controllers watch secondary kinds:
+One reconcile reads top to bottom here. Each runs under :func:`shared.kube.finalizer.finalize`: the
+``tatara.pleme.io/pool-finalizer`` goes on every live pool and comes off a deleting one once the
+decision says ``released`` (no member left); the ``tatara.pleme.io/allocation-finalizer`` goes on every
+allocation that is not Released or Failed and comes off a deleting one once it is. A bind is decided
+on the live allocation (:func:`shared.kube.live.decide_on_live`, one GET per bind), never on a cache
+that may lag our own last write.
+
+Unlike the reference, which watches only its primary kinds and so learns of member changes only on
+the heartbeat (docs/divergences.md), both controllers watch secondary kinds:
 
 - **pool controller** (:class:`PoolReconciler`): primary EphemeralPools; member Processes are
-  mapped to their pool by the ``tatara.pleme.io/pool`` annotation (spec §7.7) and by their
-  controller ownerReference (spec §4.7); reset Jobs by their ``pool`` annotation (spec §4.11).
+  mapped to their pool by the ``tatara.pleme.io/pool`` annotation and by their controller
+  ownerReference; reset Jobs by their ``pool`` annotation.
 - **allocation controller** (:class:`AllocationReconciler`): primary EphemeralAllocations; a
   member Process change requeues the allocation named in its ``allocation`` annotation and every
-  allocation waiting on its pool (so queued allocations wake as soon as a member frees, spec
-  §5.8); a pool change requeues the namespace's waiting allocations (a new pool may match a
-  ``NoMatchingPool`` one); an allocation's phase change or deletion requeues the allocations
-  waiting behind it (FIFO position, DESIGN §2.10).
+  allocation waiting on its pool (so queued allocations wake as soon as a member frees); a pool
+  change requeues the namespace's waiting allocations (a new pool may match a ``NoMatchingPool``
+  one); an allocation's phase change or deletion requeues the allocations waiting behind it (FIFO
+  position; docs/behaviour.md, "FIFO bind").
 """
 
 from __future__ import annotations
@@ -21,11 +27,8 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import msgspec
-
-from pool_reconciler.allocation_decide import allocation_decide, route
+from pool_reconciler.allocation_decide import allocation_decide
 from pool_reconciler.decision import (
     DEFAULT_SPAWN_TIMEOUT,
     AllocationDecision,
@@ -34,28 +37,30 @@ from pool_reconciler.decision import (
     PoolObserved,
 )
 from pool_reconciler.executor import Executor
-from pool_reconciler.pool_decide import member_state, pool_decide
+from pool_reconciler.members import member_state
+from pool_reconciler.pool_decide import pool_decide
+from pool_reconciler.routing import route
 from shared.domain import annotations as ann
+from shared.domain import finalizers as fin
 from shared.domain.api.allocation import EphemeralAllocation
 from shared.domain.api.codec import decode_allocation
 from shared.domain.api.pool import EphemeralPool, MemberState
 from shared.domain.api.process import Process
 from shared.domain.group import GROUP
-from shared.domain.resources import EPHEMERAL_ALLOCATIONS
+from shared.domain.manifests.batch import ObservedJob
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS
 from shared.kube.controller import Controller, Request, Result, generation_or_metadata_changed
-from shared.kube.errors import NotFound
-from shared.kube.informer import Informer, WatchEventType
+from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
+from shared.kube.informer import Informer, KubeObject, WatchEventType
+from shared.kube.live import decide_on_live
 from shared.kube.logcontext import log_context
-from shared.kube.meta import ObjectMeta
 
 __all__ = [
     "BY_NAMESPACE",
     "MEMBER_OF",
     "AllocationReconciler",
-    "JobObject",
     "PoolReconciler",
     "could_be_bound",
-    "job_outcome",
     "needs_live_read",
     "waiting_set_changed",
 ]
@@ -69,36 +74,17 @@ BY_NAMESPACE = "namespace"
 """Index of any object by its namespace."""
 
 
-class JobObject(msgspec.Struct):
-    """A reset Job as cached: metadata and the raw status."""
-
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    status: dict[str, Any] = {}
-
-
-def job_outcome(job: JobObject) -> bool | None:
-    """True when the Job succeeded, False when it failed for good, None while it runs (spec §4.11 Reset)."""
-    for condition in job.status.get("conditions") or ():
-        if condition.get("status") == "True" and condition.get("type") == "Complete":
-            return True
-        if condition.get("status") == "True" and condition.get("type") == "Failed":
-            return False
-    if (job.status.get("succeeded") or 0) > 0:
-        return True
-    return None
-
-
-def pool_key(obj: Any) -> list[str]:
+def pool_key(obj: Process | ObservedJob) -> list[str]:
     """``<ns>/<pool>`` from the ``tatara.pleme.io/pool`` annotation, if any."""
     pool = obj.metadata.annotations.get(ann.POOL)
     return [f"{obj.metadata.namespace or 'default'}/{pool}"] if pool else []
 
 
-def namespace_of(obj: Any) -> list[str]:
+def namespace_of(obj: KubeObject) -> list[str]:
     return [obj.metadata.namespace or "default"]
 
 
-def _pool_request(obj: Any) -> list[Request]:
+def _pool_request(obj: Process | ObservedJob) -> list[Request]:
     pool = obj.metadata.annotations.get(ann.POOL)
     return [Request(obj.metadata.namespace or None, pool)] if pool else []
 
@@ -109,24 +95,21 @@ class PoolReconciler:
     Args:
         pools / processes / jobs: informers (run by the manager).
         executor: performs decisions.
-        heartbeat_seconds: requeue interval (spec §3.6).
-        reset_image: the Reset policy's Job image (spec §7.8).
+        heartbeat_seconds: requeue interval.
+        reset_image: the Reset policy's Job image.
+        workers: concurrent reconciles.
         decide: the pure decision (default :func:`pool_decide`).
         clock: now (UTC), injectable for tests.
     """
 
-    def __init__(self, pools: Informer[EphemeralPool], processes: Informer[Process], jobs: Informer[JobObject],
+    def __init__(self, pools: Informer[EphemeralPool], processes: Informer[Process], jobs: Informer[ObservedJob],
                  executor: Executor, *, heartbeat_seconds: float = 30.0, reset_image: str | None = None,
                  workers: int = 4, decide: Callable[[PoolObserved], PoolDecision] = pool_decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
-        self.pools = pools
-        self.processes = processes
-        self.jobs = jobs
-        self.executor = executor
+        self.pools, self.processes, self.jobs = pools, processes, jobs
+        self.executor, self.decide, self.clock = executor, decide, clock
         self.heartbeat_seconds = heartbeat_seconds
         self.reset_image = reset_image
-        self.decide = decide
-        self.clock = clock
         processes.add_indexer(MEMBER_OF, pool_key)
         jobs.add_indexer(MEMBER_OF, pool_key)
         self.controller: Controller[EphemeralPool] = Controller("pool", pools, self.reconcile, workers=workers)
@@ -138,7 +121,7 @@ class PoolReconciler:
         """The snapshot of ``pool``'s world from the caches (no API calls)."""
         key = f"{pool.metadata.namespace or 'default'}/{pool.metadata.name}"
         members = tuple(self.processes.by_index(MEMBER_OF, key))
-        reset_jobs = {job.metadata.name or "": job_outcome(job) for job in self.jobs.by_index(MEMBER_OF, key)}
+        reset_jobs = {job.metadata.name or "": job.status.outcome() for job in self.jobs.by_index(MEMBER_OF, key)}
         return PoolObserved(pool=pool, members=members, now=self.clock(), reset_jobs=reset_jobs,
                             reset_image=self.reset_image, heartbeat_seconds=self.heartbeat_seconds)
 
@@ -146,13 +129,16 @@ class PoolReconciler:
         pool = self.pools.get(str(request))
         if pool is None:
             return Result.done()  # gone: the POOL finalizer kept it until its members were reaped
-        observed = self.observe(pool)
-        decision = self.decide(observed)
         with log_context(phase=pool.status.phase.value if pool.status else ""):
-            if decision.create or decision.delete or decision.patch:
-                log.info("pool pass: %d create, %d patch, %d delete", len(decision.create), len(decision.patch),
-                         len(decision.delete))
-            return await self.executor.execute_pool(pool, decision)
+            return await finalize(self.executor.client, EPHEMERAL_POOLS, fin.POOL, pool, self._pass)
+
+    async def _pass(self, step: Apply[EphemeralPool] | Cleanup[EphemeralPool]) -> Outcome:
+        """Decide on the cached pool and execute; released once a deleting pool has no member left."""
+        decision = self.decide(self.observe(step.obj))
+        if decision.create or decision.delete or decision.patch:
+            log.info("pool pass: %d create, %d patch, %d delete", len(decision.create), len(decision.patch),
+                     len(decision.delete))
+        return Outcome(await self.executor.execute_pool(step.obj, decision), released=decision.released)
 
 
 def needs_live_read(decision: AllocationDecision) -> bool:
@@ -176,7 +162,7 @@ def _waiting(allocation: EphemeralAllocation) -> bool:
     return allocation.phase.needs_pool_routing and allocation.metadata.deletion_timestamp is None
 
 
-def waiting_set_changed(event: WatchEventType, old: Any, new: Any) -> bool:
+def waiting_set_changed(event: WatchEventType, old: EphemeralAllocation | None, new: EphemeralAllocation) -> bool:
     """Whether an allocation event can move the FIFO position of the allocations waiting behind it:
     only an allocation leaving the waiting set (bound, failed, deleted) or joining it other than as
     the newest (a waiting allocation created now sits behind every other). Pending → Queued, status
@@ -195,8 +181,9 @@ class AllocationReconciler:
     Args:
         allocations / pools / processes: informers (run by the manager).
         executor: performs decisions.
-        heartbeat_seconds: requeue interval (spec §3.6).
-        spawn_timeout: how long an allocation may wait for a member (spec §5.9).
+        heartbeat_seconds: requeue interval.
+        spawn_timeout: how long an allocation may wait for a member.
+        workers: concurrent reconciles.
         decide: the pure decision (default :func:`allocation_decide`).
         clock: now (UTC), injectable for tests.
     """
@@ -206,17 +193,12 @@ class AllocationReconciler:
                  spawn_timeout: timedelta = DEFAULT_SPAWN_TIMEOUT, workers: int = 4,
                  decide: Callable[[AllocationObserved], AllocationDecision] = allocation_decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
-        self.allocations = allocations
-        self.pools = pools
-        self.processes = processes
-        self.executor = executor
+        self.allocations, self.pools, self.processes = allocations, pools, processes
+        self.executor, self.decide, self.clock = executor, decide, clock
         self.heartbeat_seconds = heartbeat_seconds
         self.spawn_timeout = spawn_timeout
-        self.decide = decide
-        self.clock = clock
-        allocations.add_indexer(BY_NAMESPACE, namespace_of)
-        pools.add_indexer(BY_NAMESPACE, namespace_of)
-        processes.add_indexer(BY_NAMESPACE, namespace_of)
+        for informer in (allocations, pools, processes):
+            informer.add_indexer(BY_NAMESPACE, namespace_of)
         self.controller: Controller[EphemeralAllocation] = Controller("allocation", allocations, self.reconcile,
                                                                       workers=workers)
         self.controller.watches(processes, self._for_member)
@@ -271,25 +253,25 @@ class AllocationReconciler:
         allocation = self.allocations.get(str(request))
         if allocation is None:
             return Result.done()  # gone: the ALLOCATION finalizer kept it until its member was returned
-        observed = self.observe(allocation)
         with log_context(phase=allocation.phase.value):
-            decision = self.decide(observed)
-            if needs_live_read(decision):
-                live = await self._live(request)
-                if live is None:
-                    return Result.done()
-                if live.metadata.resource_version != allocation.metadata.resource_version:
-                    observed = dataclasses.replace(observed, allocation=live)
-                    decision = self.decide(observed)
-                allocation = live
-            if decision.claim is not None or decision.status is not None:
-                log.info("allocation pass: %s", decision.action)
-            return await self.executor.execute_allocation(allocation, decision, observed.now)
+            return await finalize(self.executor.client, EPHEMERAL_ALLOCATIONS, fin.ALLOCATION, allocation,
+                                  self._pass, needed=lambda a: not a.phase.is_terminal)
 
-    async def _live(self, request: Request) -> EphemeralAllocation | None:
-        """The allocation as the API server has it now (None: it is gone)."""
-        try:
-            raw = await self.executor.client.get(EPHEMERAL_ALLOCATIONS, request.name, request.namespace)
-        except NotFound:
-            return None
-        return decode_allocation(raw)
+    async def _pass(self, step: Apply[EphemeralAllocation] | Cleanup[EphemeralAllocation]) -> Outcome:
+        """Decide — a bind on the live allocation — and execute; released once a deleting allocation is
+        (or with this pass becomes) Released or Failed, or never held a member."""
+        observed = self.observe(step.obj)
+
+        def decide(allocation: EphemeralAllocation) -> AllocationDecision:
+            return self.decide(dataclasses.replace(observed, allocation=allocation))
+
+        basis = await decide_on_live(self.executor.client, EPHEMERAL_ALLOCATIONS, step.obj, decide,
+                                     needs_live=needs_live_read, decode=decode_allocation)
+        if basis is None:
+            return Outcome(Result.done())  # deleted since it was cached
+        decision = basis.decision
+        if decision.claim is not None or decision.status is not None:
+            log.info("allocation pass: %s", decision.action)
+        guard = basis.obj.metadata.resource_version if basis.live else None
+        result = await self.executor.execute_allocation(basis.obj, decision, observed.now, resource_version=guard)
+        return Outcome(result, released=decision.released)

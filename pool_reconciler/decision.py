@@ -1,14 +1,14 @@
 """The contract between the pure pool/allocation decisions and the executor that performs their I/O.
 
-``pool_decide`` and ``allocation_decide`` are pure functions ``(Observed) -> Decision``
-(DESIGN §3 "Pure decisions, thin effects"): they read only the snapshot they are given —
-the object, the member Processes and allocations from the informer caches, ``now`` — and
-return what to write. The executor applies a Decision in a fixed order: finalizer add →
-member creates → member patches (each guarded by its ``resource_version`` when set: a 409
-means another writer won, so re-decide) → member deletes → extra object applies (reset
-Jobs) → status patch → Events → finalizer removal → requeue.
-
-— spec/pool-reconciler.md §4, §5; DESIGN §2.10.
+:func:`pool_reconciler.pool_decide.pool_decide` and :func:`pool_reconciler.allocation_decide.allocation_decide`
+are pure functions ``(Observed) -> Decision`` (docs/architecture.md, "Pure decisions, thin effects"):
+they read only the snapshot they are given — the object, the member Processes and allocations from
+the informer caches, ``now`` — and return what to write, as typed values: member Processes
+(:class:`~shared.domain.api.process.Process`), merge patches (:mod:`pool_reconciler.patches`), reset
+Jobs (:class:`~shared.domain.manifests.batch.Job`) and Events. :mod:`pool_reconciler.executor`
+writes them in one fixed order. Finalizers are not part of a decision: the controller runs each pass
+under :func:`shared.kube.finalizer.finalize`, and a decision only says whether the object is
+``released`` (holds nothing any more, so its finalizer may go).
 """
 
 from __future__ import annotations
@@ -16,71 +16,105 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Literal
 
+from pool_reconciler.patches import AllocationStatusPatch, PoolStatusPatch, ProcessPatch
 from shared.domain.api.allocation import EphemeralAllocation
 from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process
+from shared.domain.manifests.batch import Job
+from shared.kube.events import Event
 
 __all__ = [
     "DEFAULT_HEARTBEAT_SECONDS",
     "DEFAULT_SPAWN_TIMEOUT",
     "AllocationDecision",
     "AllocationObserved",
-    "Event",
+    "DeleteReason",
     "MemberCreate",
     "MemberDelete",
     "MemberPatch",
+    "MemberWrite",
     "PoolDecision",
     "PoolObserved",
 ]
 
 DEFAULT_HEARTBEAT_SECONDS = 30.0
-"""The reference's ``--heartbeat-seconds`` default (spec §3.6)."""
+"""Seconds between passes when nothing happens (``--heartbeat-seconds``; docs/behaviour.md,
+"tatara-pool-reconciler flags")."""
 
 DEFAULT_SPAWN_TIMEOUT = timedelta(minutes=10)
-"""The reference's ``--spawn-timeout`` default (spec §5.9), enforced here."""
-
-
-@dataclass(frozen=True)
-class Event:
-    """A core/v1 Event on the reconciled object: ``type``, CamelCase ``reason``, a sentence."""
-
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
+"""How long an allocation may wait for a member before it is Failed (``--spawn-timeout``;
+docs/behaviour.md, "Spawn timeout")."""
 
 
 @dataclass(frozen=True)
 class MemberCreate:
-    """POST one member Process (spec §4.7). ``document`` is the full wire document."""
+    """POST one member Process: ``process`` is the whole object (written with ``to_wire``) for ``slot``."""
 
     slot: int
-    name: str
-    document: dict[str, Any]
+    process: Process
+
+    @property
+    def name(self) -> str:
+        return self.process.metadata.name or ""
+
+
+class MemberWrite(StrEnum):
+    """Why a member Process is patched; the return steps name the ``tatara_pool_releases_total`` outcome."""
+
+    BIND = "Bind"
+    """The exclusive claim of a free member by an allocation."""
+    RELEASE = "Release"
+    """The allocation stamps ``return-trigger``: the pool takes the member back."""
+    RETURN_KEEP = "ReturnKeep"
+    RETURN_RESET = "ReturnReset"
+    RETURN_REPLACE = "ReturnReplace"
+
+    @property
+    def return_outcome(self) -> str | None:
+        """``keep`` / ``reset`` / ``replace`` for a return step, None otherwise."""
+        return _RETURN_OUTCOMES.get(self)
+
+
+_RETURN_OUTCOMES: Mapping[MemberWrite, str] = {
+    MemberWrite.RETURN_KEEP: "keep",
+    MemberWrite.RETURN_RESET: "reset",
+    MemberWrite.RETURN_REPLACE: "replace",
+}
 
 
 @dataclass(frozen=True)
 class MemberPatch:
-    """JSON merge patch on a member Process (no ``force``, no field manager; D1).
+    """A JSON merge patch of member ``name`` (no ``force``, no field manager: docs/divergences.md).
 
-    ``resource_version``: when set it is also in ``patch["metadata"]["resourceVersion"]``,
-    so the API server answers 409 if the member changed since it was observed — the
-    exclusive claim of DESIGN §2.10. ``reason`` names the step (``Bind``, ``ReturnKeep``…).
+    When ``patch`` carries ``metadata.resourceVersion`` (:attr:`resource_version`) the API server answers
+    409 if the member changed since it was observed: the exclusive claim (docs/behaviour.md,
+    "Exclusive claim"). ``reason`` names the step.
     """
 
     name: str
-    patch: dict[str, Any]
-    reason: str
-    resource_version: str | None = None
+    patch: ProcessPatch
+    reason: MemberWrite
+
+    @property
+    def resource_version(self) -> str | None:
+        """The guard, or None for an unguarded patch."""
+        return self.patch.resource_version
+
+
+DeleteReason = Literal["Drain", "ScaleDown", "Replace", "ReplaceFailed", "ReturnReplace"]
+"""Why a member is deleted: the pool is deleted, it is excess, stale or failed (legacy), failed
+(desired-count), or its Replace return finished."""
 
 
 @dataclass(frozen=True)
 class MemberDelete:
-    """DELETE one member Process; ``reason`` names the step (``ScaleDown``, ``ReplaceFailed``…)."""
+    """DELETE one member Process."""
 
     name: str
-    reason: str
+    reason: DeleteReason
 
 
 @dataclass(frozen=True)
@@ -90,12 +124,12 @@ class PoolObserved:
     Attributes:
         pool: the EphemeralPool.
         members: Processes of the pool's namespace whose ``tatara.pleme.io/pool`` annotation is the
-            pool's name (spec §4.1 step 3), in any order (decisions sort by name).
+            pool's name, in any order (decisions sort by name).
         now: the current instant (UTC), injected.
-        reset_jobs: member name → outcome of its reset Job: True succeeded, False failed, None still
-            running; a member absent from the map has no Job (Reset return policy, spec §4.11).
-        reset_image: the reset Job image (``--reset-image``), default per spec §7.8.
-        heartbeat_seconds: the requeue interval (spec §3.6).
+        reset_jobs: reset Job name → its outcome: True succeeded, False failed, None still running;
+            a Job absent from the map does not exist (docs/behaviour.md, "Return policies").
+        reset_image: the reset Job image (``--reset-image``).
+        heartbeat_seconds: the requeue interval.
     """
 
     pool: EphemeralPool
@@ -112,24 +146,21 @@ class PoolDecision:
 
     Attributes:
         create / patch / delete: member Process writes (see the types).
-        apply: other documents to server-side apply (reset Jobs).
-        status: JSON merge patch body for the pool's ``/status`` (``{"status": {...}}``), or None when
-            the status is unchanged — our own writes never retrigger a pass (D2).
-        add_finalizer / remove_finalizer: the ``tatara.pleme.io/pool-finalizer``.
+        apply: reset Jobs to server-side apply.
+        status: merge patch of the pool's ``/status``, or None when the stored status already says it
+            all (our own writes never retrigger a pass).
         events: Events on the pool.
-        member_counts: members per state name, for ``tatara_pool_members{pool,state}``.
+        released: the pool is being deleted and has no member left: its finalizer may go.
         requeue_after: seconds until the next pass (None: wait for a watch event).
     """
 
     create: tuple[MemberCreate, ...] = ()
     patch: tuple[MemberPatch, ...] = ()
     delete: tuple[MemberDelete, ...] = ()
-    apply: tuple[dict[str, Any], ...] = ()
-    status: dict[str, Any] | None = None
-    add_finalizer: bool = False
-    remove_finalizer: bool = False
+    apply: tuple[Job, ...] = ()
+    status: PoolStatusPatch | None = None
     events: tuple[Event, ...] = ()
-    member_counts: Mapping[str, int] = field(default_factory=dict)
+    released: bool = False
     requeue_after: float | None = None
 
 
@@ -139,13 +170,13 @@ class AllocationObserved:
 
     Attributes:
         allocation: the EphemeralAllocation.
-        pools: EphemeralPools of the allocation's namespace (spec §5.1 step 2).
+        pools: EphemeralPools of the allocation's namespace.
         members: Processes carrying a ``tatara.pleme.io/pool`` annotation in that namespace.
         allocations: every EphemeralAllocation of the namespace (this one included) — for the FIFO
             order of waiting allocations and for members already claimed in another's status.
         now: the current instant (UTC), injected.
-        spawn_timeout: how long an allocation may wait for a member before it is Failed (spec §5.9).
-        heartbeat_seconds: the requeue interval (spec §3.6).
+        spawn_timeout: how long an allocation may wait for a member before it is Failed.
+        heartbeat_seconds: the requeue interval.
     """
 
     allocation: EphemeralAllocation
@@ -162,21 +193,21 @@ class AllocationDecision:
     """What one allocation pass writes. An all-default decision writes nothing.
 
     Attributes:
-        action: the §7.3 decision name (``Bind``, ``Wait``, ``Release``…), for logs and metrics.
-        claim: the resourceVersion-guarded bind patch on the chosen member (spec §5.5, corrected);
-            the executor writes ``status`` only if it succeeds, and re-decides on 409.
-        member_patch: an unguarded member patch (the ``return-trigger`` stamp, spec §5.7).
-        status: JSON merge patch body for the allocation's ``/status``, or None when unchanged.
-        add_finalizer / remove_finalizer: the ``tatara.pleme.io/allocation-finalizer``.
+        action: what the pass decided (``Bind``, ``Queued``, ``Release``…), for logs.
+        claim: the resourceVersion-guarded bind patch on the chosen member; the executor writes
+            ``status`` only if it wins, and has the allocation decided again if it loses (409).
+        member_patch: an unguarded member patch (the ``return-trigger`` stamp).
+        status: merge patch of the allocation's ``/status``, or None when unchanged.
         events: Events on the allocation (one per phase change).
+        released: the allocation is being deleted and is (or, with this pass's status, becomes)
+            Released or Failed: its finalizer may go.
         requeue_after: seconds until the next pass (None: wait for a watch event).
     """
 
     action: str
     claim: MemberPatch | None = None
     member_patch: MemberPatch | None = None
-    status: dict[str, Any] | None = None
-    add_finalizer: bool = False
-    remove_finalizer: bool = False
+    status: AllocationStatusPatch | None = None
     events: tuple[Event, ...] = ()
+    released: bool = False
     requeue_after: float | None = None

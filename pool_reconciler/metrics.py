@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pool_reconciler.pool_decide import belongs_to_pool, member_state
+from pool_reconciler.members import belongs_to_pool, member_state
 from shared.domain import annotations as ann
 from shared.domain.api.allocation import AllocationPhase, EphemeralAllocation
 from shared.domain.api.pool import EphemeralPool, MemberState

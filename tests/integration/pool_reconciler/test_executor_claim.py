@@ -12,10 +12,11 @@ from prometheus_client import CollectorRegistry
 from pool_reconciler.allocation_decide import bind_patch
 from pool_reconciler.decision import AllocationDecision
 from pool_reconciler.executor import RETRY_AFTER_CONFLICT, Executor
+from pool_reconciler.members import member_process
 from pool_reconciler.metrics import PoolMetrics
-from pool_reconciler.pool_decide import member_document
+from pool_reconciler.patches import AllocationStatusPatch
 from shared.domain import annotations as ann
-from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.allocation import AllocationPhase, EphemeralAllocation
 from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_a_stale_claim_loses_and_writes_no_status(kc: KubeClient, namespace: str) -> None:
     pool = decode(await kc.create(EPHEMERAL_POOLS, pool_doc("p", 1), namespace), EphemeralPool)
-    stale = decode(await kc.create(PROCESSES, member_document(pool, 0), namespace), Process)
+    stale = decode(await kc.create(PROCESSES, member_process(pool, 0).to_json(), namespace), Process)
     alloc = decode(await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("a", "p", namespace), namespace),
                    EphemeralAllocation)
     # Another writer (the winning allocation) changes the member after we observed it.
@@ -41,7 +42,8 @@ async def test_a_stale_claim_loses_and_writes_no_status(kc: KubeClient, namespac
     now = datetime.now(UTC)
     claim = bind_patch(alloc, stale, now + timedelta(minutes=30), now)
     assert claim.resource_version == stale.metadata.resource_version
-    decision = AllocationDecision("Bind", claim=claim, status={"status": {"phase": "Bound", "message": "bound"}})
+    decision = AllocationDecision("Bind", claim=claim,
+                                  status=AllocationStatusPatch(phase=AllocationPhase.BOUND, message="bound"))
 
     result = await executor.execute_allocation(alloc, decision, now)
 

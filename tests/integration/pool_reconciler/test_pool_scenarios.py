@@ -18,14 +18,13 @@ from prometheus_client import CollectorRegistry
 from pool_reconciler.allocation_decide import bind_patch
 from pool_reconciler.app import build as build_pool
 from pool_reconciler.config import PoolReconcilerConfig
-from pool_reconciler.executor import JOBS
 from reconciler.app import build as build_process
 from reconciler.config import ReconcilerConfig
 from shared.domain import annotations as ann
 from shared.domain.api.allocation import EphemeralAllocation
 from shared.domain.api.codec import convert, format_timestamp
 from shared.domain.api.process import Process
-from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
 from shared.kube.client import EVENTS, KubeClient, Resource, WatchEvent
 from shared.kube.manager import Manager
 from tests.integration.pool_reconciler.conftest import both_running
@@ -290,7 +289,7 @@ async def test_a_restart_mid_bind_loses_nothing_and_binds_once(kc: KubeClient, n
         target = convert((await members(kc, namespace, "rs"))[1], Process)
         now = datetime.now(UTC)
         claim = bind_patch(alloc, target, now + timedelta(minutes=30), now)
-        await kc.merge_patch(PROCESSES, claim.name, claim.patch, namespace)
+        await kc.merge_patch(PROCESSES, claim.name, claim.patch.to_json(), namespace)
 
         # Up again, with more allocations arriving while it binds; then down and up once more mid-burst.
         async with pool_side(kc, namespace):

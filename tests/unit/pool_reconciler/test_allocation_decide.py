@@ -1,11 +1,10 @@
-"""pool_reconciler.allocation_decide: the spec's tables (spec/pool-reconciler.md §7.3, §7.4, §8.2,
-§8.5) and the corrected pass (DESIGN §2.10). CORRECTED rows differ on purpose (docs/divergences.md)."""
+"""pool_reconciler.allocation_decide: the phase table, one allocation pass, and each of its steps.
+CORRECTED tests differ from the reference on purpose (docs/divergences.md)."""
 
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import msgspec
 import pytest
@@ -13,151 +12,34 @@ import pytest
 from pool_reconciler.allocation_decide import (
     AllocationAction,
     AllocationContext,
+    Routed,
+    adopt_claimed,
+    allocation_action,
+    allocation_context,
     allocation_decide,
-    best_match,
-    decide_allocation,
+    bind,
+    heartbeat,
+    no_matching_pool,
+    phase_change,
+    release,
+    resolve_expiry,
+    route_allocation,
+    wait,
 )
-from pool_reconciler.decision import AllocationObserved
+from pool_reconciler.decision import AllocationDecision, MemberWrite
 from shared.domain import annotations as ann
-from shared.domain import finalizers
 from shared.domain.api.allocation import AllocationPhase, AllocationRef, EphemeralAllocation
-from shared.domain.api.codec import convert
-from shared.domain.api.pool import EphemeralPool, MatchKey
-from shared.domain.api.process import Process
+from shared.domain.api.codec import format_timestamp
+from shared.kube.events import Event
+from tests.unit.pool_reconciler.builders import DEMO, NOW, alloc, demo_pool, member, observe_allocation
 
-NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 PH = AllocationPhase
-DEMO = AllocationRef(name="demo-pool", namespace="pools")
-
-
-def pool(
-    name: str = "demo-pool", selector: dict[str, Any] | None = None, ns: str = "pools", max_ttl: str = "4h"
-) -> EphemeralPool:
-    return convert(
-        {
-            "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
-            "spec": {
-                "desiredSize": 1,
-                "selector": selector or {},
-                "maxAllocationTtl": max_ttl,
-                "template": {"aplicacao": {"chartRef": "c", "version": "1"}, "ttl": "1h"},
-            },
-        },
-        EphemeralPool,
-    )
-
-
-def member(
-    name: str,
-    pool_name: str = "demo-pool",
-    *,
-    phase: str = "Attested",
-    ephemeral: bool = False,
-    annotations: dict[str, str] | None = None,
-    rv: str = "5",
-) -> Process:
-    lifetime = {"ephemeral": {"ttl": "1h"}} if ephemeral else {"permanent": {}}
-    return convert(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "pools",
-                "resourceVersion": rv,
-                "creationTimestamp": (NOW - timedelta(hours=3)).isoformat(),
-                "annotations": {ann.POOL: pool_name, **(annotations or {})},
-            },
-            "spec": {
-                "classification": {"pointType": "Gate", "substrate": "Compute"},
-                "intent": {"flux": {"gitRepository": "x", "path": "."}},
-                "lifetime": lifetime,
-            },
-            "status": {"phase": phase},
-        },
-        Process,
-    )
-
-
-def alloc(
-    name: str = "alloc-1",
-    *,
-    repo: str = "pleme-io/demo-app",
-    status: dict[str, Any] | None = None,
-    pool_ref: dict[str, str] | None = None,
-    deleting: bool = False,
-    created: float = 10,
-    ttl: str | None = None,
-    finalizer: bool = True,
-) -> EphemeralAllocation:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": "pools",
-        "uid": f"uid-{name}",
-        "creationTimestamp": (NOW - timedelta(seconds=created)).isoformat(),
-        "finalizers": [finalizers.ALLOCATION] if finalizer else [],
-    }
-    if deleting:
-        meta["deletionTimestamp"] = NOW.isoformat()
-    spec: dict[str, Any] = {"requestor": {"kind": "manual", "repo": repo, "branch": "main"}}
-    if pool_ref:
-        spec["poolRef"] = pool_ref
-    if ttl:
-        spec["ttl"] = ttl
-    doc: dict[str, Any] = {"metadata": meta, "spec": spec}
-    if status is not None:
-        doc["status"] = status
-    return convert(doc, EphemeralAllocation)
-
-
-def observe(
-    a: EphemeralAllocation,
-    pools: list[EphemeralPool],
-    members: list[Process],
-    others: list[EphemeralAllocation] | None = None,
-) -> AllocationObserved:
-    return AllocationObserved(
-        allocation=a, pools=tuple(pools), members=tuple(members), now=NOW, allocations=(a, *(others or []))
-    )
-
-
-# ── §7.4 / §8.2 router ───────────────────────────────────────────────────────
-
 DEMO_SEL = {"repos": ["pleme-io/demo-*"]}
-ROUTER_ROWS = [
-    ("no candidates route nowhere", [], MatchKey("x", "y", (), "manual"), None),
-    (
-        "an unmatched selector is skipped",
-        [pool("demo-pool", DEMO_SEL)],
-        MatchKey("drzln/dotfiles", "main", (), "manual"),
-        None,
-    ),
-    (
-        "the higher specificity wins",
-        [pool("general"), pool("specific", {**DEMO_SEL, "branches": ["main"], "prLabels": ["needs-ephemeral"]})],
-        MatchKey("pleme-io/demo-app", "main", ("needs-ephemeral",), "github-pr"),
-        "specific",
-    ),
-    (
-        "a tie goes to the smallest name",
-        [pool("z-pool", DEMO_SEL), pool("a-pool", DEMO_SEL)],
-        MatchKey("pleme-io/demo-app", "", (), "manual"),
-        "a-pool",
-    ),
-    (
-        "the empty selector matches general traffic",
-        [pool("any")],
-        MatchKey("any/repo", "any-branch", (), "manual"),
-        "any",
-    ),
-]
+pool = demo_pool
+observe = observe_allocation
 
 
-@pytest.mark.parametrize(("pools", "key", "expected"), [r[1:] for r in ROUTER_ROWS], ids=[r[0] for r in ROUTER_ROWS])
-def test_router_table(pools: list[EphemeralPool], key: MatchKey, expected: str | None) -> None:
-    chosen = best_match(pools, key)
-    assert (chosen.metadata.name if chosen else None) == expected
-
-
-# ── §7.3 / §8.5 decision over a context ──────────────────────────────────────
+# ── the phase table ──────────────────────────────────────────────────────────
 
 
 def ctx(
@@ -243,7 +125,7 @@ CTX_ROWS = [
 
 @pytest.mark.parametrize(("c", "expected"), [r[1:] for r in CTX_ROWS], ids=[r[0] for r in CTX_ROWS])
 def test_allocation_decision_table(c: AllocationContext, expected: AllocationAction) -> None:
-    assert decide_allocation(c) == expected
+    assert allocation_action(c) == expected
 
 
 def test_the_context_round_trips_through_json_with_snake_case_keys() -> None:
@@ -253,14 +135,14 @@ def test_the_context_round_trips_through_json_with_snake_case_keys() -> None:
     assert msgspec.json.decode(raw, type=AllocationContext) == c
 
 
-# ── the pass (allocation_decide, §8.5 scenarios and corrections) ─────────────
+# ── the pass ─────────────────────────────────────────────────────────────────
 
 
 def test_no_matching_pool_when_the_selector_excludes() -> None:
     d = allocation_decide(observe(alloc(repo="drzln/dotfiles"), [pool(selector=DEMO_SEL)], []))
     assert d.action == "NoMatchingPool"
     assert d.status is not None
-    assert d.status["status"]["phase"] == "NoMatchingPool"
+    assert d.status.to_json()["phase"] == "NoMatchingPool"
 
 
 def test_bind_claims_a_free_member_with_its_resource_version() -> None:
@@ -269,17 +151,17 @@ def test_bind_claims_a_free_member_with_its_resource_version() -> None:
     assert d.claim is not None
     assert d.claim.name == "demo-abcd1234"
     assert d.claim.resource_version == "17"
-    assert d.claim.patch["metadata"]["resourceVersion"] == "17"
-    assert d.claim.patch["metadata"]["annotations"] == {
+    assert d.claim.patch.to_json()["metadata"]["resourceVersion"] == "17"
+    assert d.claim.patch.to_json()["metadata"]["annotations"] == {
         ann.REQUESTOR: "pools/alloc-1",
         ann.REQUESTOR_KIND: "manual",
         ann.ALLOCATION: "alloc-1",
     }
-    lifetime = d.claim.patch["spec"]["lifetime"]
+    lifetime = d.claim.patch.to_json()["spec"]["lifetime"]
     assert lifetime["permanent"] is None
     assert lifetime["ephemeral"]["teardownPolicy"] == "Never"
     assert d.status is not None
-    status = d.status["status"]
+    status = d.status.to_json()
     assert status["phase"] == "Bound"
     assert status["expiresAt"] == "2025-06-01T13:00:00Z"
 
@@ -288,13 +170,13 @@ def test_CORRECTED_a_bound_member_lives_until_expiry_plus_grace_counted_from_its
     d = allocation_decide(observe(alloc(), [pool()], [member("m")]))
     assert d.claim is not None
     # created 3 h ago, expires in 1 h, +10 min grace → 4 h 10 min from creation
-    assert d.claim.patch["spec"]["lifetime"]["ephemeral"]["ttl"] == f"{4 * 3600 + 600}s"
+    assert d.claim.patch.to_json()["spec"]["lifetime"]["ephemeral"]["ttl"] == f"{4 * 3600 + 600}s"
 
 
 def test_CORRECTED_the_requested_ttl_is_capped_by_max_allocation_ttl() -> None:
     d = allocation_decide(observe(alloc(ttl="10h"), [pool(max_ttl="2h")], [member("m")]))
     assert d.status is not None
-    assert d.status["status"]["expiresAt"] == "2025-06-01T14:00:00Z"
+    assert d.status.to_json()["expiresAt"] == "2025-06-01T14:00:00Z"
 
 
 def test_wait_when_the_pool_is_full() -> None:
@@ -303,7 +185,7 @@ def test_wait_when_the_pool_is_full() -> None:
     )
     assert d.action == "Queued"
     assert d.status is not None
-    assert d.status["status"]["phase"] == "Queued"
+    assert d.status.to_json()["phase"] == "Queued"
 
 
 def test_an_explicit_pool_ref_bypasses_selector_routing() -> None:
@@ -336,7 +218,7 @@ def test_CORRECTED_a_lost_status_write_adopts_the_member_already_claimed() -> No
     d = allocation_decide(observe(alloc(), [pool()], [mine, member("m2")]))
     assert d.claim is None
     assert d.status is not None
-    assert d.status["status"]["assignedProcess"]["name"] == "m1"
+    assert d.status.to_json()["assignedProcess"]["name"] == "m1"
 
 
 def test_CORRECTED_an_expired_allocation_moves_to_releasing_and_stamps_the_return_trigger() -> None:
@@ -350,9 +232,10 @@ def test_CORRECTED_an_expired_allocation_moves_to_releasing_and_stamps_the_retur
     d = allocation_decide(observe(alloc(status=status), [pool()], [mine]))
     assert d.action == "Release"
     assert d.member_patch is not None
-    assert d.member_patch.patch == {"metadata": {"annotations": {ann.RETURN_TRIGGER: "true"}}}
+    assert d.member_patch.patch.to_json() == {"metadata": {"annotations": {ann.RETURN_TRIGGER: "true"}}}
+    assert (d.member_patch.reason, d.member_patch.resource_version) == (MemberWrite.RELEASE, None)
     assert d.status is not None
-    assert d.status["status"]["phase"] == "Releasing"
+    assert d.status.to_json()["phase"] == "Releasing"
 
 
 def test_CORRECTED_releasing_becomes_released_once_the_member_is_returned() -> None:
@@ -363,30 +246,36 @@ def test_CORRECTED_releasing_becomes_released_once_the_member_is_returned() -> N
     }
     d = allocation_decide(observe(alloc(status=status, deleting=True), [pool()], [member("demo-old")]))
     assert d.status is not None
-    assert d.status["status"]["phase"] == "Released"
-    assert d.remove_finalizer
+    assert d.status.to_json()["phase"] == "Released"
+    assert d.released
 
 
-def test_a_released_allocation_does_nothing_but_drop_its_finalizer_on_deletion() -> None:
-    assert allocation_decide(observe(alloc(status={"phase": "Released"}), [], [])).status is None
-    assert allocation_decide(observe(alloc(status={"phase": "Released"}, deleting=True), [], [])).remove_finalizer
+def test_a_released_allocation_does_nothing_but_let_its_finalizer_go_on_deletion() -> None:
+    live = allocation_decide(observe(alloc(status={"phase": "Released"}), [], []))
+    assert (live.status, live.released) == (None, False)
+    assert allocation_decide(observe(alloc(status={"phase": "Released"}, deleting=True), [], [])).released
 
 
-def test_CORRECTED_a_new_allocation_gets_the_finalizer() -> None:
-    assert allocation_decide(observe(alloc(finalizer=False), [pool()], [])).add_finalizer
+def test_CORRECTED_a_deleted_allocation_that_never_held_a_member_lets_its_finalizer_go() -> None:
+    d = allocation_decide(observe(alloc(deleting=True, status={"phase": "Queued", "message": "waiting"}), [pool()], []))
+    assert (d.action, d.status, d.released) == ("NoOp", None, True)
+
+
+def test_a_live_waiting_allocation_is_not_released() -> None:
+    assert not allocation_decide(observe(alloc(finalizer=False), [pool()], [])).released
 
 
 def test_CORRECTED_waiting_past_the_spawn_timeout_fails_with_a_reason() -> None:
     d = allocation_decide(observe(alloc(created=3600), [pool()], []))
     assert d.status is not None
-    assert d.status["status"]["phase"] == "Failed"
+    assert d.status.to_json()["phase"] == "Failed"
     assert [e.reason for e in d.events] == ["SpawnTimeout"]
 
 
 def test_an_unchanged_queued_status_is_not_written_again() -> None:
     first = allocation_decide(observe(alloc(), [pool()], []))
     assert first.status is not None
-    again = allocation_decide(observe(alloc(status=first.status["status"]), [pool()], []))
+    again = allocation_decide(observe(alloc(status=first.status.to_json()), [pool()], []))
     assert again.status is None
     assert again.events == ()
 
@@ -398,3 +287,148 @@ def test_a_queued_allocation_wakes_at_its_spawn_timeout_when_shorter_than_the_he
     assert d.action == "Queued"
     assert d.requeue_after == pytest.approx(5.0)
     assert allocation_decide(observe(alloc(created=10), [pool()], [])).requeue_after == 30.0
+
+
+# ── the steps ────────────────────────────────────────────────────────────────
+
+CLAIMED = {ann.ALLOCATION: "alloc-1", ann.REQUESTOR: "pools/alloc-1"}
+BOUND_STATUS = {
+    "phase": "Bound",
+    "boundPool": {"name": "demo-pool", "namespace": "pools"},
+    "assignedProcess": {"name": "m1", "namespace": "pools"},
+}
+
+
+def test_adopt_claimed_binds_to_the_member_already_claimed_without_a_new_claim() -> None:
+    mine = member("m1", ephemeral=True, annotations=CLAIMED)
+    d = adopt_claimed(observe(alloc(), [pool()], [member("m0"), mine]))
+    assert d is not None
+    assert (d.action, d.claim, d.events[0].reason) == ("Bind", None, "Bound")
+
+
+ADOPT_NONE_ROWS = [
+    ("a member claimed by another allocation", alloc(), {ann.ALLOCATION: "other", ann.REQUESTOR: "pools/other"}),
+    ("a member already being returned", alloc(), {**CLAIMED, ann.RETURN_TRIGGER: "true"}),
+    ("an allocation being deleted", alloc(deleting=True), CLAIMED),
+    ("an allocation already Bound", alloc(status=BOUND_STATUS), CLAIMED),
+]
+
+
+@pytest.mark.parametrize(("a", "annotations"), [r[1:] for r in ADOPT_NONE_ROWS],
+                         ids=[f"nothing is adopted for {r[0]}" for r in ADOPT_NONE_ROWS])
+def test_adopt_claimed_adopts_nothing(a: EphemeralAllocation, annotations: dict[str, str]) -> None:
+    assert adopt_claimed(observe(a, [pool()], [member("m1", ephemeral=True, annotations=annotations)])) is None
+
+
+def test_route_allocation_routes_only_waiting_allocations() -> None:
+    routed = route_allocation(observe(alloc(), [pool()], [member("m2"), member("m1")]))
+    assert routed.pool is not None
+    assert routed.member is not None
+    assert (routed.pool.metadata.name, routed.member.metadata.name) == ("demo-pool", "m1")
+    assert route_allocation(observe(alloc(status=BOUND_STATUS), [pool()], [member("m2")])) == Routed()
+    assert route_allocation(observe(alloc(deleting=True), [pool()], [member("m2")])) == Routed()
+
+
+def test_allocation_context_reads_the_status_and_the_route() -> None:
+    a = alloc(status={**BOUND_STATUS, "expiresAt": NOW.isoformat()})
+    c = allocation_context(observe(a, [pool()], []), Routed(pool(), member("m9")))
+    assert c == AllocationContext(phase=PH.BOUND, being_deleted=False, expires_at=NOW, assigned_process="m1",
+                                  bound_pool=DEMO, now=NOW, matched_pool=DEMO, free_member="m9")
+
+
+def test_bind_to_a_member_already_ours_writes_only_the_status() -> None:
+    d = bind(observe(alloc(), [pool()], []), pool(), member("m1", ephemeral=True, annotations=CLAIMED))
+    assert d.claim is None
+    assert d.status is not None
+    assert d.status.to_json() == {
+        "phase": "Bound",
+        "phaseSince": "2025-06-01T12:00:00Z",
+        "message": "bound to m1 of pool demo-pool until 2025-06-01T13:00:00Z",
+        "boundPool": {"name": "demo-pool", "namespace": "pools"},
+        "assignedProcess": {"name": "m1", "namespace": "pools"},
+        "allocatedAt": "2025-06-01T12:00:00Z",
+        "expiresAt": "2025-06-01T13:00:00Z",
+    }
+    assert d.requeue_after == 30.0
+
+
+def test_a_claim_with_an_unparsable_ttl_binds_for_an_hour_and_warns() -> None:
+    d = bind(observe(alloc(ttl="soon"), [pool()], []), pool(), member("m1"))
+    assert d.claim is not None
+    assert [(e.type.value, e.reason) for e in d.events] == [("Normal", "Bound"), ("Warning", "InvalidTtl")]
+    assert d.events[1].message == "ttl 'soon' does not parse; using 1h"
+
+
+EXPIRY_ROWS = [
+    ("the allocation's ttl", "30m", "4h", "2025-06-01T12:30:00Z", None),
+    ("the template's ttl when the allocation has none", None, "4h", "2025-06-01T13:00:00Z", None),
+    ("capped by maxAllocationTtl", "10h", "2h", "2025-06-01T14:00:00Z", None),
+    ("a zero cap is no cap", "10h", "0s", "2025-06-01T22:00:00Z", None),
+    ("an unparsable ttl is an hour, with a warning", "bogus", "4h", "2025-06-01T13:00:00Z",
+     "ttl 'bogus' does not parse; using 1h"),
+]
+
+
+@pytest.mark.parametrize(("ttl", "cap", "expires", "warning"), [r[1:] for r in EXPIRY_ROWS],
+                         ids=[r[0] for r in EXPIRY_ROWS])
+def test_resolve_expiry(ttl: str | None, cap: str, expires: str, warning: str | None) -> None:
+    at, said = resolve_expiry(alloc(ttl=ttl), pool(max_ttl=cap), NOW)
+    assert (format_timestamp(at), said) == (expires, warning)
+
+
+def test_heartbeat_looks_again_at_expiry_when_it_comes_before_the_heartbeat() -> None:
+    def ctx_expiring(seconds: float | None) -> AllocationContext:
+        return AllocationContext(phase=PH.BOUND, being_deleted=False, now=NOW,
+                                 expires_at=None if seconds is None else NOW + timedelta(seconds=seconds))
+
+    obs = observe(alloc(), [], [])
+    assert [heartbeat(obs, ctx_expiring(s)).requeue_after for s in (None, 600, 12, 0.2)] == [30.0, 30.0, 12.0, 1.0]
+
+
+def test_release_stamps_the_return_trigger_once() -> None:
+    action = AllocationAction("Release", DEMO, "m1")
+    a = alloc(status=BOUND_STATUS)
+    first = release(observe(a, [pool()], [member("m1", ephemeral=True, annotations=CLAIMED)]), action)
+    assert first.member_patch is not None
+    stamped = member("m1", ephemeral=True, annotations={**CLAIMED, ann.RETURN_TRIGGER: "true"})
+    again = release(observe(a, [pool()], [stamped]), action)
+    assert again.member_patch is None
+    assert (again.action, again.released) == ("Release", False)
+
+
+def test_release_of_a_member_that_is_gone_is_released_at_once() -> None:
+    obs = observe(alloc(status=BOUND_STATUS, deleting=True), [pool()], [])
+    d = release(obs, AllocationAction("Release", DEMO, "m1"))
+    assert d.status is not None
+    assert d.status.to_json() == {"phase": "Released", "phaseSince": "2025-06-01T12:00:00Z",
+                                  "message": "released; member returned to its pool",
+                                  "boundPool": {"name": "demo-pool", "namespace": "pools"}}
+    assert (d.released, d.requeue_after, d.member_patch) == (True, None, None)
+
+
+def test_no_matching_pool_says_whether_a_pool_ref_named_nothing() -> None:
+    by_selector = no_matching_pool(observe(alloc(), [], []))
+    by_ref = no_matching_pool(observe(alloc(pool_ref={"name": "x", "namespace": "pools"}), [], []))
+    assert [e for d in (by_selector, by_ref) for e in d.events] == [
+        Event.warning("NoMatchingPool", "no pool matches this requestor"),
+        Event.warning("NoMatchingPool", "poolRef names no pool here"),
+    ]
+
+
+def test_wait_queues_on_the_pool_until_the_spawn_timeout() -> None:
+    queued = wait(observe(alloc(created=10), [pool()], []), pool())
+    assert queued.status is not None
+    assert queued.status.to_json() == {"phase": "Queued", "phaseSince": "2025-06-01T12:00:00Z",
+                                       "message": "waiting for a free member of pool demo-pool",
+                                       "boundPool": {"name": "demo-pool", "namespace": "pools"}}
+    failed = wait(observe(alloc(created=600), [pool()], []), pool())
+    assert failed.events == (Event.warning(
+        "SpawnTimeout", "no free member in pool demo-pool within the spawn timeout (600s)"),)
+    assert failed.requeue_after is None
+
+
+def test_phase_change_writes_only_when_the_phase_or_the_message_differ() -> None:
+    obs = observe(alloc(status={"phase": "Queued", "message": "m"}), [], [])
+    assert phase_change(obs, PH.QUEUED, "m", requeue=5.0) == AllocationDecision("Queued", requeue_after=5.0)
+    assert phase_change(obs, PH.QUEUED, "n", requeue=5.0).events == (Event.normal("Queued", "n"),)
+    assert phase_change(obs, PH.NO_MATCHING_POOL, "m", requeue=5.0).status is not None

@@ -1,0 +1,161 @@
+"""pool_reconciler.executor: the one write order, a lost guarded write, and a member return counted once
+however often a lagging pass repeats its patch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+from prometheus_client import CollectorRegistry
+
+from pool_reconciler.decision import (
+    AllocationDecision,
+    MemberCreate,
+    MemberDelete,
+    MemberPatch,
+    MemberWrite,
+    PoolDecision,
+)
+from pool_reconciler.executor import RETRY_AFTER_CONFLICT, Executor
+from pool_reconciler.members import member_process
+from pool_reconciler.metrics import PoolMetrics
+from pool_reconciler.patches import AllocationStatusPatch, PoolStatusPatch, annotate
+from pool_reconciler.returns import keep_patch, reset_job
+from shared.domain import annotations as ann
+from shared.domain.api.allocation import AllocationPhase
+from shared.domain.api.pool import PoolPhase
+from shared.kube.errors import Conflict
+from shared.kube.events import Event, EventRecorder
+from tests.unit.pool_reconciler.builders import NOW, alloc, pool, process
+from tests.unit.pool_reconciler.fake_client import FakeClient
+
+pytestmark = pytest.mark.anyio
+
+
+def executor(client: Any) -> tuple[Executor, CollectorRegistry]:
+    registry = CollectorRegistry()
+    metrics = PoolMetrics(registry, list, list, list)
+    return Executor(client, EventRecorder(client, "test", "test"), metrics), registry
+
+
+def conflict() -> Conflict:
+    return Conflict(409, "Conflict", "the object has been modified")
+
+
+async def test_a_pool_decision_is_written_in_the_documented_order() -> None:
+    client = FakeClient()
+    run, _ = executor(client.as_client())
+    p, m = pool(), process("a", annotations={ann.RETURN_TRIGGER: "true"})
+    decision = PoolDecision(
+        create=(MemberCreate(0, member_process(p, 0)),),
+        patch=(keep_patch(m, MemberWrite.RETURN_KEEP),),
+        delete=(MemberDelete("b", "ScaleDown"),),
+        apply=(reset_job(p, m, "img"),),
+        status=PoolStatusPatch(phase=PoolPhase.STEADY),
+        events=(Event.normal("MembersCreated", "creating 1 member(s)"),),
+        requeue_after=30.0,
+    )
+    result = await run.execute_pool(p, decision)
+    assert [verb for verb, _ in client.writes] == ["create", "patch", "delete", "apply", "patch", "create"]
+    assert client.writes[4] == ("patch", "ephemeralpools/test-pool/status")
+    assert client.calls[-1].path.startswith("events/test-pool.")
+    assert client.calls[0].body == member_process(p, 0).to_json()
+    assert result.requeue_after == 30.0
+
+
+async def test_a_lost_guarded_member_patch_still_writes_the_rest_and_comes_back_soon() -> None:
+    client = FakeClient(fail={("patch", "processes/a"): conflict()})
+    run, registry = executor(client.as_client())
+    m = process("a", annotations={ann.RETURN_TRIGGER: "true"})
+    decision = PoolDecision(patch=(keep_patch(m, MemberWrite.RETURN_KEEP),), delete=(MemberDelete("b", "ScaleDown"),),
+                            requeue_after=30.0)
+    result = await run.execute_pool(pool(), decision)
+    assert ("delete", "processes/b") in client.writes
+    assert result.requeue_after == RETRY_AFTER_CONFLICT
+    assert registry.get_sample_value("tatara_pool_releases_total", {"outcome": "keep"}) is None
+
+
+def _bind() -> AllocationDecision:
+    claim = MemberPatch("m1", annotate({ann.ALLOCATION: "alloc-1"}, resource_version="5"), MemberWrite.BIND)
+    return AllocationDecision("Bind", claim=claim, status=AllocationStatusPatch(phase=AllocationPhase.BOUND),
+                              events=(Event.normal("Bound", "bound"),), requeue_after=30.0)
+
+
+async def test_a_won_claim_is_followed_by_the_status_and_counted() -> None:
+    client = FakeClient()
+    run, registry = executor(client.as_client())
+    result = await run.execute_allocation(alloc(created=2), _bind(), NOW, resource_version="9")
+    assert client.writes[:2] == [("patch", "processes/m1"), ("patch", "ephemeralallocations/alloc-1/status")]
+    assert client.calls[0].body["metadata"]["resourceVersion"] == "5"
+    assert client.calls[1].body["metadata"] == {"resourceVersion": "9"}
+    assert result.requeue_after == 30.0
+    assert registry.get_sample_value("tatara_pool_binds_total", {"outcome": "bound"}) == 1
+    assert registry.get_sample_value("tatara_allocation_bind_seconds_sum") == 2.0
+
+
+async def test_a_lost_claim_writes_nothing_else() -> None:
+    client = FakeClient(fail={("patch", "processes/m1"): conflict()})
+    run, registry = executor(client.as_client())
+    result = await run.execute_allocation(alloc(), _bind(), NOW)
+    assert client.writes == [("patch", "processes/m1")]
+    assert result.requeue_after == RETRY_AFTER_CONFLICT
+    assert registry.get_sample_value("tatara_pool_binds_total", {"outcome": "conflict"}) == 1
+
+
+async def test_a_status_guard_that_loses_makes_the_allocation_decide_again() -> None:
+    client = FakeClient(fail={("patch", "ephemeralallocations/alloc-1/status"): conflict()})
+    run, _ = executor(client.as_client())
+    decision = AllocationDecision("Queued", status=AllocationStatusPatch(phase=AllocationPhase.QUEUED),
+                                  events=(Event.normal("Queued", "waiting"),), requeue_after=30.0)
+    result = await run.execute_allocation(alloc(), decision, NOW, resource_version="9")
+    assert result.requeue_after == RETRY_AFTER_CONFLICT
+    assert [verb for verb, _ in client.writes] == ["patch"]  # no Event for a write that did not happen
+
+
+async def test_reaching_released_is_counted() -> None:
+    client = FakeClient()
+    run, registry = executor(client.as_client())
+    decision = AllocationDecision("Release", status=AllocationStatusPatch(phase=AllocationPhase.RELEASED))
+    await run.execute_allocation(alloc(), decision, NOW)
+    assert registry.get_sample_value("tatara_pool_releases_total", {"outcome": "released"}) == 1
+
+
+class StoringClient:
+    """Answers member merge patches with a stored object whose resourceVersion moves on each change."""
+
+    def __init__(self) -> None:
+        self.version = 1
+        self.annotations: dict[str, Any] = {}
+
+    async def merge_patch(self, resource: Any, name: str, patch: Any, namespace: str | None = None) -> bytes:
+        new = {k: v for k, v in {**self.annotations, **patch["metadata"]["annotations"]}.items() if v is not None}
+        if new != self.annotations:
+            self.version += 1
+            self.annotations = new
+        return msgspec.json.encode({"metadata": {"name": name, "uid": "uid-1", "resourceVersion": str(self.version),
+                                                 "annotations": self.annotations}})
+
+
+@pytest.mark.parametrize(
+    ("patch", "strip_between", "outcome"),
+    [
+        (MemberPatch("m-0", annotate({ann.SIGNAL: "SIGTERM"}), MemberWrite.RETURN_REPLACE), True, "replace"),
+        (MemberPatch("m-0", annotate({ann.RETURN_TRIGGER: None}), MemberWrite.RETURN_KEEP), False, "keep"),
+    ],
+    ids=[
+        "a Replace SIGTERM re-sent after the signal was stripped is the same return (counted once)",
+        "a Keep patch repeated without any change stores nothing (not counted again)",
+    ],
+)
+async def test_a_repeated_return_patch_is_counted_once(patch: MemberPatch, strip_between: bool, outcome: str) -> None:
+    client = StoringClient()
+    client.annotations = {ann.RETURN_TRIGGER: "true"}
+    run, registry = executor(client)
+    decision = PoolDecision(patch=(patch,))
+    assert (await run.execute_pool(pool(), decision)).requeue_after is None
+    assert registry.get_sample_value("tatara_pool_releases_total", {"outcome": outcome}) == 1
+    if strip_between:
+        client.annotations = {}  # the Process reconciler took the one-shot signal
+    assert (await run.execute_pool(pool(), decision)).requeue_after is None
+    assert registry.get_sample_value("tatara_pool_releases_total", {"outcome": outcome}) == 1
