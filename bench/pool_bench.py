@@ -1,4 +1,4 @@
-"""Pool reconciler benchmark (issue 6 "Speed"): a pool of M warm members, N allocations in a burst.
+"""Pool reconciler benchmark: a pool of M warm members, N allocations in a burst.
 
 Against a private local control plane (etcd + kube-apiserver, no controller-manager) with the
 tatara and Flux CRDs installed; the Process reconciler, the pool reconciler and the Flux stand-in

@@ -1,4 +1,4 @@
-"""Reconciler benchmark (issue 5 "Speed"): N flux-intent Processes from creation to Attested.
+"""Reconciler benchmark: N flux-intent Processes from creation to Attested.
 
 Against a private local control plane (etcd + kube-apiserver, no controller-manager) with the
 tatara and Flux CRDs installed, the reconciler runs as its own OS process
@@ -16,8 +16,8 @@ Kustomization Ready at once. Measured:
   of the Process with a new ``status.phase`` after that; p50/p99. Both sides are seen by the
   same kind of watch in the same process, so the watch delivery delay cancels out.
 
-**Minimum requests per Process the design allows** (DESIGN §2, phases Pending → Forking → Execing →
-Running → Attested): one finalizer patch, one ProcessTable ``nextSequence`` bump (PID), one
+**Minimum requests per Process the design allows** (phases Pending → Forking → Execing → Running →
+Attested, docs/behaviour.md#phases): one finalizer patch, one ProcessTable ``nextSequence`` bump (PID), one
 server-side apply of the Kustomization, two status writes (Running with the PID and fluxResources
 after the apply; Attested after Ready — the earlier phases could be folded into them), and one
 Event per recorded transition (4). That is 5 writes + 4 Events = **9**; the ProcessTable status

@@ -13,7 +13,7 @@ Two layers:
   printer columns, short names). The four tatara resources are listed by
   :func:`tatara_resources`; ``python -m tools.gen_crds`` writes them into the charts.
 
-Type mapping (wire format: process-crd.md §2.5, lifetime-pool-allocation.md §0.5, in ../shared/spec):
+Type mapping (wire format: docs/wire-format.md#scalars):
 
 ============================  ====================================================
 model type                    schema
@@ -95,7 +95,7 @@ class UnionRule:
     Two encodings, chosen by where the union sits:
 
     - not inside a list or map: ``x-kubernetes-validations`` CEL rules whose messages repeat
-      the model's error texts (lifetime-pool-allocation.md §1):
+      the model's error texts (docs/wire-format.md#tagged-unions):
       ``"<noun> has no variant set (one of a/b/c required)"`` (unless ``allow_empty``) and
       ``"<noun> has multiple variants set; exactly one required"`` (``at most one`` when
       ``allow_empty``);
@@ -649,10 +649,10 @@ def _age() -> PrinterColumn:
 
 
 def tatara_resources() -> tuple[Resource, ...]:
-    """The four tatara kinds, in the reference generator's order (process-crd.md §1):
+    """The four tatara kinds, in the reference generator's order (docs/wire-format.md#kinds):
     Process and ProcessTable (chart ``tatara-reconciler``), EphemeralPool and
-    EphemeralAllocation (chart ``tatara-pool-reconciler``, lifetime-pool-allocation.md
-    §10.1, §11.1). Names, scope, short names and printer columns are the reference's."""
+    EphemeralAllocation (chart ``tatara-pool-reconciler``). Names, scope, short names and
+    printer columns are the reference's."""
     from shared.domain.api.allocation import AllocationSpec, AllocationStatus
     from shared.domain.api.pool import PoolSpec, PoolStatus
     from shared.domain.api.process import ProcessSpec, ProcessStatus
@@ -746,8 +746,7 @@ def tatara_resources() -> tuple[Resource, ...]:
 
 def tatara_union_rule(cls: type) -> UnionRule | None:
     """Union rules for the tatara models: every ``TaggedUnion`` must resolve to exactly one
-    slot, except ``Lifetime``, where an empty object means Permanent (§1 of
-    lifetime-pool-allocation.md)."""
+    slot, except ``Lifetime``, where an empty object means Permanent (docs/wire-format.md#lifetime)."""
     from shared.domain.api.lifetime import Lifetime
 
     if cls is Lifetime:

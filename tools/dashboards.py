@@ -4,11 +4,11 @@ Usage: ``python -m tools.dashboards [--check]`` — ``--check`` writes nothing a
 file differs from what this module generates.
 
 Each dashboard has a ``datasource`` variable (any Prometheus), ``namespace`` and ``pod`` variables read from
-``controller_runtime_reconcile_total``, its domain rows (``tatara_*``, DESIGN §4) and the controller-runtime
-rows (reconciles, work queue, leader, API requests, process resources) with the queries of
-spec/runtime-anchors.md §5.1/§5.2 filtered to our controllers. Gauges read from the informer cache
-(``tatara_processes``, ``tatara_pool_members``, ``tatara_allocations``) are exported by every replica, the
-standby ones too, so they are aggregated with ``max``, not ``sum``.
+``controller_runtime_reconcile_total``, its domain rows (``tatara_*``, docs/behaviour.md#domain-metrics) and
+the controller-runtime rows (reconciles, work queue, leader, API requests, process resources) with the usual
+queries over controller-runtime's metric names (docs/runtime.md#metrics), filtered to our controllers.
+Gauges read from the informer cache (``tatara_processes``, ``tatara_pool_members``, ``tatara_allocations``)
+are exported by every replica, the standby ones too, so they are aggregated with ``max``, not ``sum``.
 
 Every expression must name only metrics the binaries export: tests/unit/charts/test_dashboards.py parses each
 one with ``promql_parser`` and compares with the registries, tests/integration/pool_reconciler/

@@ -1,4 +1,4 @@
-"""Both binaries as real subprocesses against the local control plane (issue 8): a SIGHUP reconverge through
+"""Both binaries as real subprocesses against the local control plane: a SIGHUP reconverge through
 ``tatara signal``, a pool bind and release, a SIGKILLed Process reconciler restarted with nothing lost, and
 ``/metrics`` of both showing the work afterwards.
 

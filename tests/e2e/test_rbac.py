@@ -1,4 +1,4 @@
-"""RBAC proven, not assumed (issue 7; DESIGN §6): both binaries run as local processes with bearer tokens of
+"""RBAC proven, not assumed: both binaries run as local processes with bearer tokens of
 the charts' ServiceAccounts — only the RBAC objects ``helm template`` renders grant them anything — and
 complete a Process lifecycle (flux intent → Attested → deleted, finalizer released) and a pool
 fill / bind / release / teardown. Any 403 in either binary's log fails the test with the forbidden lines."""

@@ -1,7 +1,7 @@
 """Build kube-apiserver, kube-controller-manager and etcd from their published Go modules.
 
 Neither binary is packaged for this platform, so they are compiled from the Go module
-proxy (../shared/notes/local-control-plane.md §1–§2):
+proxy (README.md#local-control-plane, "Build"):
 
 - a wrapper module is generated in the cache folder; it ``replace``s every staging module
   that ``k8s.io/kubernetes``'s own go.mod requires at ``v0.0.0`` with the matching
@@ -40,7 +40,7 @@ KUBERNETES_VERSION = "v1.36.3"
 """Pinned ``k8s.io/kubernetes`` release (served by the Go module proxy; go line 1.26.0)."""
 
 ETCD_VERSION = "v3.6.8"
-"""Pinned etcd server: the version k8s.io/kubernetes v1.36.x itself requires (notes §2)."""
+"""Pinned etcd server: the version k8s.io/kubernetes v1.36.x itself requires."""
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "etcd")
 

@@ -1,6 +1,6 @@
 """Run etcd + kube-apiserver (+ kube-controller-manager) on loopback, as envtest does.
 
-Flags, readiness and shutdown follow ../shared/notes/local-control-plane.md §3 and §5:
+Flags, readiness and shutdown follow controller-runtime's envtest (README.md#local-control-plane):
 free loopback ports, generated certificates, an admin client certificate in
 ``system:masters``, ``--authorization-mode=RBAC``, readiness on ``/readyz``, every
 process in its own process group, SIGTERM then SIGKILL after a grace period,
@@ -9,7 +9,7 @@ apiserver stopped before etcd, temp directory removed. Each child also gets
 started from the main thread: the signal is tied to the forking thread).
 
 kube-controller-manager runs only the garbage-collector, namespace and serviceaccount
-controllers, so ownerReference cascades and namespace deletion are real (notes §4).
+controllers, so ownerReference cascades and namespace deletion are real.
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ log = logging.getLogger(__name__)
 ADMIN_USER = "admin"
 ADMIN_GROUPS = ("system:masters",)
 CONTROLLERS = ("garbage-collector-controller", "namespace-controller", "serviceaccount-controller")
-"""kube-controller-manager controllers started (notes §5)."""
+"""kube-controller-manager controllers started."""
 
 START_TIMEOUT = 90.0
-"""Seconds to wait for each component to become ready (2-core CI; notes §3.4 suggests 60)."""
+"""Seconds to wait for each component to become ready (envtest waits 20 s; a 2-core CI machine needs 60 or more)."""
 
 STOP_GRACE = 20.0
 """Seconds between SIGTERM and SIGKILL on shutdown (envtest's default)."""

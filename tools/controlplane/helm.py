@@ -1,7 +1,7 @@
 """Build ``helm`` from its published Go module, pinned, into ``<cache>/helm/<version>/helm``.
 
 Helm is not packaged for this platform either, so the chart tests build it the way the local
-control plane is built (:mod:`tools.controlplane.build`, ../shared/notes/local-control-plane.md):
+control plane is built (:mod:`tools.controlplane.build`, README.md#local-control-plane):
 
 - ``helm.sh/helm/v3``'s go.mod has no ``replace``/``exclude`` directives, so no wrapper module is
   needed: ``go install helm.sh/helm/v3/cmd/helm@<version>`` builds it with exactly upstream's

@@ -2,9 +2,8 @@
 
 One ECDSA P-256 CA signs the API server's serving certificate (SANs ``localhost``,
 ``127.0.0.1``) and one client certificate per user (user name in the subject CN, groups
-as O entries, extended key usage clientAuth), as controller-runtime's envtest does
-(../shared/notes/local-control-plane.md §3.3). A separate P-256 key signs
-ServiceAccount tokens.
+as O entries, extended key usage clientAuth), as controller-runtime's envtest does. A separate
+P-256 key signs ServiceAccount tokens.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``(defpoint …)`` / ``(defephemeral …)`` S-expression bridge (spec/lisp-bridge.md).
+"""The ``(defpoint …)`` / ``(defephemeral …)`` S-expression bridge (docs/lisp.md).
 
 Layers, each usable alone: :mod:`~tools.lisp.reader` (text → data),
 :mod:`~tools.lisp.tojson` (data → JSON), :mod:`~tools.lisp.macros` (template

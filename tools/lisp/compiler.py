@@ -1,10 +1,11 @@
 """Typed compilation of ``(KEYWORD NAME :kw value …)`` forms into msgspec Structs
-(lisp-bridge.md §1, §4 to §6), strict as the in-tree copy is (§8).
+(docs/lisp.md#pipeline, docs/lisp.md#keyword-arguments, docs/lisp.md#forms), strict as the in-tree copy
+is (docs/lisp.md#errors).
 
 The field table is read from the target Struct, as the reference's derive reads the
 Rust struct: a field's keyword is its Python (snake_case) name with ``_`` → ``-``;
 ``str``, ``int``, ``float``, ``bool`` and ``list[str]`` fields take atoms directly
-(§4.2); a ``list[T]`` field takes a list whose items are converted one by one; any
+(docs/lisp.md#field-extraction); a ``list[T]`` field takes a list whose items are converted one by one; any
 other field goes through :func:`~tools.lisp.tojson.sexp_to_json` and then
 ``msgspec.convert`` against the field's type, so nested defaults and validation
 come from the models. Absent fields take the model's default; a field without one
@@ -44,7 +45,7 @@ _INT_NAMES = {
 
 @dataclass(frozen=True, slots=True)
 class Named(Generic[S]):
-    """One compiled form: its NAME (never written into the spec, §6.1) and the spec."""
+    """One compiled form: its NAME (never written into the spec, docs/lisp.md#name) and the spec."""
 
     name: str
     spec: S
@@ -122,12 +123,12 @@ def _plan(spec_type: type[msgspec.Struct]) -> tuple[_Field, ...]:
     return tuple(_plan_field(f) for f in msgspec.structs.fields(spec_type))
 
 
-# ── serde's sequence form of a struct (§5) ─────────────────────────────────────
+# ── serde's sequence form of a struct ──────────────────────────────────────────
 
 
 def _positional(value: Json, tp: Any) -> Json:
     """Rewrite JSON arrays that sit where a Struct is expected into objects, field by
-    field in declaration order, as serde accepts a struct written as a sequence (§5:
+    field in declaration order, as serde accepts a struct written as a sequence (docs/lisp.md#field-extraction:
     ``:classification (Gate Compute)``, ``:identity ()``). Recurses through nested
     Structs, lists and dicts."""
     tp, _ = _strip_annotated(_strip_optional(tp))
@@ -153,7 +154,7 @@ def _convert(value: Json, tp: Any) -> Any:
     return msgspec.convert(_positional(value, tp), tp, strict=True)
 
 
-# ── kwargs (§4.1) ────────────────────────────────────────────────────────────
+# ── kwargs ───────────────────────────────────────────────────────────────────
 
 
 def _suggest(name: str, allowed: Sequence[str]) -> str:
@@ -169,7 +170,7 @@ def _suggest(name: str, allowed: Sequence[str]) -> str:
 
 
 def parse_kwargs(args: Sequence[Datum], allowed: Sequence[str], where: SourceMap) -> dict[str, tuple[Keyword, Datum]]:
-    """Pair up ``:keyword value`` arguments (§4.1), keyed by the keyword as written.
+    """Pair up ``:keyword value`` arguments (docs/lisp.md#keyword-arguments), keyed by the keyword as written.
 
     Raises :class:`LispError`, in this order of precedence: a non-keyword in a key
     slot (``compile error in kwargs[i]: expected keyword, got <shape>``), a repeated
@@ -199,7 +200,7 @@ def parse_kwargs(args: Sequence[Datum], allowed: Sequence[str], where: SourceMap
     return pairs
 
 
-# ── one field (§4.2) ───────────────────────────────────────────────────────────
+# ── one field ──────────────────────────────────────────────────────────────────
 
 
 def _expected(field: _Field, what: str, datum: Datum, where: SourceMap) -> LispError:
@@ -263,7 +264,7 @@ def _extract(field: _Field, datum: Datum, where: SourceMap) -> Json:
 
 
 def build_spec(spec_type: type[S], args: Sequence[Datum], where: SourceMap, form_index: int = -1) -> S:
-    """Build ``spec_type`` from kwargs ``args`` (everything after NAME), §4.
+    """Build ``spec_type`` from kwargs ``args`` (everything after NAME).
 
     Fields are taken in declaration order; the first problem raises
     :class:`LispError` (``required but not provided``, ``expected <kind>, got
@@ -302,9 +303,9 @@ def _form_name(form: SList, keyword: str, where: SourceMap) -> str:
 
 
 def compile_forms(forms: Sequence[Datum], spec_type: type[S], keyword: str, where: SourceMap) -> list[Named[S]]:
-    """Compile every top-level ``(keyword NAME …)`` form in ``forms`` (§1 steps 3 to 7).
+    """Compile every top-level ``(keyword NAME …)`` form in ``forms`` (docs/lisp.md#pipeline).
 
-    Every other form is skipped silently (§6.2). All-or-nothing: the first error
+    Every other form is skipped silently (docs/lisp.md#skipped-forms). All-or-nothing: the first error
     raises :class:`LispError` and nothing is returned.
     """
     out: list[Named[S]] = []

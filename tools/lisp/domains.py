@@ -1,5 +1,5 @@
 """The two domains tatara defines: ``defpoint`` → ProcessSpec and ``defephemeral`` →
-EphemeralSpec (lisp-bridge.md §1, §4.3, §4.4, §7.2)."""
+EphemeralSpec (docs/lisp.md#defpoint, docs/lisp.md#defephemeral)."""
 
 from __future__ import annotations
 
@@ -48,20 +48,20 @@ def compile_program(src: str, spec_type: type[S], keyword: str) -> list[Named[S]
 
 
 def compile_source(src: str) -> list[NamedSpec]:
-    """Compile every ``(defpoint NAME :kw value …)`` form in ``src`` (§1, §4.3).
+    """Compile every ``(defpoint NAME :kw value …)`` form in ``src`` (docs/lisp.md#defpoint).
 
     ``:classification`` and ``:intent`` are required; the other keywords default as
-    ProcessSpec does. Duplicate and unknown keywords are errors (§8, in-tree). Raises
+    ProcessSpec does. Duplicate and unknown keywords are errors, as in the in-tree copy (docs/lisp.md#errors). Raises
     :class:`~tools.lisp.errors.LispError`.
     """
     return compile_program(src, ProcessSpec, DEFPOINT)
 
 
 def compile_ephemeral_source(src: str) -> list[NamedEphemeral]:
-    """Compile every ``(defephemeral NAME :kw value …)`` form in ``src`` (§4.4).
+    """Compile every ``(defephemeral NAME :kw value …)`` form in ``src`` (docs/lisp.md#defephemeral).
 
     ``:aplicacao`` is required; ``:ttl`` defaults to ``"1h"`` and ``:max-concurrent``
-    to 1. Lower a result with ``spec.to_process_spec()`` (§7.2). Raises
+    to 1. Lower a result with ``spec.to_process_spec()`` (docs/wire-format.md#ephemeralspec). Raises
     :class:`~tools.lisp.errors.LispError`.
     """
     return compile_program(src, EphemeralSpec, DEFEPHEMERAL)
@@ -74,6 +74,6 @@ def _encode(spec: msgspec.Struct) -> Json:
 
 def register_all() -> None:
     """Register ``defpoint`` and ``defephemeral`` with the process-wide registry
-    (§7.2). Idempotent."""
+    (docs/lisp.md#registry). Idempotent."""
     registry.register(DEFPOINT, ProcessSpec, _encode)
     registry.register(DEFEPHEMERAL, EphemeralSpec, _encode)

@@ -1,4 +1,4 @@
-"""The one exception the Lisp bridge raises (lisp-bridge.md §8)."""
+"""The one exception the Lisp bridge raises (docs/lisp.md#errors)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The macro layer that runs before form selection (lisp-bridge.md §6.3).
+"""The macro layer that runs before form selection (docs/lisp.md#macros).
 
 ``(defmacro NAME (PARAMS…) BODY)`` (also spelled ``defpoint-template`` or
 ``defcheck``) defines a template; any list headed by a defined name is replaced by

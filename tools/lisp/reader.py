@@ -1,4 +1,4 @@
-"""The S-expression reader (lisp-bridge.md §2).
+"""The S-expression reader (docs/lisp.md#reader).
 
 No library on PyPI reads this grammar exactly (sexpdata 1.0.2 keeps the backslash
 of unknown escapes, reads ``1_000`` as 1000, ``it's`` as one symbol, ``nil`` as an
@@ -28,13 +28,13 @@ from tools.lisp.syntax import (
 WHITESPACE = frozenset(
     "\t\n\v\f\r \x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u2028\u2029\u202f\u205f\u3000"
 )
-"""The Unicode White_Space property (§2.1); not ``str.isspace``, which adds U+001C-U+001F."""
+"""The Unicode White_Space property; not ``str.isspace``, which adds U+001C-U+001F."""
 
 DELIMITERS = frozenset("()'`,\";")
-"""Characters that end a bare atom without being part of it (§2.1)."""
+"""Characters that end a bare atom without being part of it."""
 
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
-"""String escapes (§2.2); any other escaped character stands for itself."""
+"""String escapes; any other escaped character stands for itself."""
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -44,7 +44,7 @@ _FLOAT_WORD = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 
 
 def classify_atom(token: str, index: int = -1) -> Datum:
-    """Classify a bare atom's text (§2.3): bool, keyword, int, float, else symbol."""
+    """Classify a bare atom's text: bool, keyword, int, float, else symbol."""
     if token == "#t":
         return Bool(True, index)
     if token == "#f":
@@ -76,7 +76,7 @@ class _Prefix:
 def read(src: str) -> list[Datum]:
     """Read every top-level datum of ``src``, in order.
 
-    Raises :class:`~tools.lisp.errors.LispError` (§2.5, in-tree wording) for an
+    Raises :class:`~tools.lisp.errors.LispError` (in-tree wording) for an
     unmatched ``)`` or ``(``, a prefix with nothing after it, or an unterminated
     string; the error's position is a UTF-8 byte offset.
     """

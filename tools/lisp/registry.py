@@ -1,4 +1,4 @@
-"""The process-wide domain registry: keyword → typed compiler (lisp-bridge.md §7.1)."""
+"""The process-wide domain registry: keyword → typed compiler (docs/lisp.md#registry)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""S-expression data as the reader produces them (lisp-bridge.md §2).
+"""S-expression data as the reader produces them (docs/lisp.md#reader).
 
 Six atom kinds are kept apart because later stages depend on it: a symbol and a
 string convert to the same JSON string but only a string literal fills a ``str``
-field (§4.2), and only a keyword can occupy a key slot (§3.1, §4.1).
+field (docs/lisp.md#field-extraction), and only a keyword can occupy a key slot (docs/lisp.md#plists).
 
 Every datum carries ``index``, the character index of its first character in the
 source (``-1`` when built by code); it is ignored by equality.

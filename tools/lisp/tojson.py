@@ -1,4 +1,4 @@
-"""S-expression to JSON conversion (lisp-bridge.md §3), strict (in-tree) flavour.
+"""S-expression to JSON conversion (docs/lisp.md#s-expressions-to-json), strict (in-tree) flavour.
 
 JSON values are the Python builtins ``json`` / msgspec use: ``None``, ``bool``,
 ``int``, ``float``, ``str``, ``list`` and ``dict``.
@@ -16,7 +16,7 @@ Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | 
 
 
 def kebab_to_camel(name: str) -> str:
-    """Turn a keyword name into a JSON key (§3.2): each ``-`` is dropped and upper-cases
+    """Turn a keyword name into a JSON key (docs/lisp.md#keyword-names): each ``-`` is dropped and upper-cases
     the next character; nothing else changes (``a--b`` → ``aB``, ``x-`` → ``x``).
     """
     out: list[str] = []
@@ -33,13 +33,13 @@ def kebab_to_camel(name: str) -> str:
 
 
 def is_plist(items: tuple[Datum, ...]) -> bool:
-    """True when a list converts to an object (§3.1): non-empty, even length, and a
+    """True when a list converts to an object (docs/lisp.md#plists): non-empty, even length, and a
     keyword at every even index."""
     return bool(items) and len(items) % 2 == 0 and all(isinstance(k, Keyword) for k in items[::2])
 
 
 def sexp_to_json(datum: Datum, where: SourceMap | None = None) -> Json:
-    """Convert one datum to JSON (§3).
+    """Convert one datum to JSON.
 
     Symbols and strings become strings, a keyword value keeps its colon (``":kw"``),
     non-finite floats become ``None``, quote wrappers are stripped, a plist becomes an

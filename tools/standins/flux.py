@@ -1,4 +1,4 @@
-"""A faithful stand-in for the Flux controllers, which cannot run here (DESIGN §6).
+"""A faithful stand-in for the Flux controllers, which cannot run here (docs/architecture.md#the-tooling).
 
 It watches Kustomizations, HelmReleases, OCIRepositories (and GitRepositories /
 HelmRepositories) and, as kustomize-, helm- and source-controller do, writes their

@@ -1,7 +1,7 @@
 """The four generated tatara CRDs: drift, structural-schema invariants, names and columns.
 
 Expected names, scopes, short names and printer columns are copied by hand from
-../shared/spec/process-crd.md §1 and lifetime-pool-allocation.md §10.1 / §11.1. The
+docs/wire-format.md#kinds. The
 reference's stale chart CRDs (tests/fixtures/upstream-tatara/crds, descriptions stripped)
 must be a subset of ours: every property path they declare exists in our schema.
 """
@@ -75,8 +75,8 @@ COLUMNS = {
 
 _CONDITION_PARAMS = ("preconditions[].params", "postconditions[].params")
 
-# Free JSON per process-crd.md §2.6 (params, valuesOverlay, guest.spec, the values of
-# helmValues and of lisp bindings) and lifetime-pool-allocation.md §7.2 (the pool template).
+# Free JSON (docs/wire-format.md#free-form-json): params, valuesOverlay, guest.spec, the values of
+# helmValues and of lisp bindings, and the same fields in the pool template.
 PRESERVE_UNKNOWN = {
     "Process": {
         *(f".spec.boundary.{p}" for p in _CONDITION_PARAMS),
@@ -330,7 +330,7 @@ def test_nullable_only_where_our_encoder_writes_null(docs: dict[str, dict[str, A
 def test_integer_bounds_follow_the_rust_types_with_formats_the_api_server_knows(
     docs: dict[str, dict[str, Any]], kind: str, path: str, fmt: str, low: int, high: int | None
 ) -> None:
-    """u16/u32/u64/i32 (process-crd.md §2.5) as bounds; format int32 or int64 (the reference's
+    """u16/u32/u64/i32 (docs/wire-format.md#scalars) as bounds; format int32 or int64 (the reference's
     uint32 & co. are "unrecognized format" to the API server)."""
     node = dict(walk_schema(_root(docs[kind])))[path]
     assert node["type"] == "integer"
@@ -349,7 +349,7 @@ def test_integer_bounds_follow_the_rust_types_with_formats_the_api_server_knows(
         ("Process", ".status.boundary.preconditions[]", ["kind", "satisfied"]),
         ("ProcessTable", ".spec", None),
         # The reference requires both counters; our model defaults them to 0 so that a status
-        # holding only claims (server-side applied) is valid (process-crd.md §17 q9).
+        # holding only claims (server-side applied) is valid (docs/divergences.md#processtable-status-counters).
         ("ProcessTable", ".status", None),
         ("EphemeralPool", ".spec", ["desiredSize", "template"]),
         ("EphemeralAllocation", ".spec", ["requestor"]),

@@ -3,7 +3,7 @@
 Every expected schema below is written by hand from the structural-schema rules
 (apiextensions.k8s.io/v1: a ``type`` on every node except free JSON, no ``$ref``,
 ``x-kubernetes-preserve-unknown-fields`` only for free JSON) and the wire conventions of
-process-crd.md §2.5 — not copied from the converter's output.
+docs/wire-format.md#scalars — not copied from the converter's output.
 """
 
 from __future__ import annotations

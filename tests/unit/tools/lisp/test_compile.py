@@ -1,4 +1,4 @@
-"""compile_source for ``(defpoint …)``: the lisp-bridge.md §10.2 (C) cases and the
+"""compile_source for ``(defpoint …)`` (docs/lisp.md#defpoint): the bridge's compile cases and the
 reference's compile tests, with in-tree (strict) expectations where the copies differ."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The upstream example files compile to what lisp-bridge.md §9 derives; their YAML
-twins are hand-curated and differ from the compiler exactly where §9 flags ⚠."""
+"""The upstream example files (examples/upstream/*.lisp) compile to the Processes written out below; their
+YAML twins are hand-curated and differ from the compiler exactly where a ⚠ comment says so."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_every_lisp_example_has_a_test() -> None:
     assert sorted(p.stem for p in EXAMPLES.glob("*.lisp")) == ["closed-loop-ephemeral", "observability-stack"]
 
 
-# ── §9.1 observability-stack ─────────────────────────────────────────────────
+# ── observability-stack ──────────────────────────────────────────────────────
 
 OBSERVABILITY_COMPILED = {
     "identity": {"parent": "seph.1"},
@@ -107,7 +107,7 @@ def test_observability_twin_differs_only_where_9_1_says(observability: tuple[str
     assert msgspec.convert(curated, ProcessSpec) == spec
 
 
-# ── §9.2 closed-loop-ephemeral ───────────────────────────────────────────────
+# ── closed-loop-ephemeral ────────────────────────────────────────────────────
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The macro layer (lisp-bridge.md §6.3) and order-independence of kwargs (§4.1)."""
+"""The macro layer (docs/lisp.md#macros) and order-independence of kwargs (docs/lisp.md#keyword-arguments)."""
 
 from __future__ import annotations
 

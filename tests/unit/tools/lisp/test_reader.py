@@ -1,4 +1,4 @@
-"""Reader and S-expression → JSON conversion: lisp-bridge.md §2, §3 and the §10.1 (S) cases."""
+"""The reader (docs/lisp.md#reader) and S-expression → JSON conversion (docs/lisp.md#s-expressions-to-json)."""
 
 from __future__ import annotations
 

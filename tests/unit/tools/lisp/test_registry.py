@@ -1,4 +1,4 @@
-"""defephemeral and the domain registry: lisp-bridge.md §7 and the §10.3 (R) cases."""
+"""defephemeral (docs/lisp.md#defephemeral) and the domain registry (docs/lisp.md#registry)."""
 
 from __future__ import annotations
 
