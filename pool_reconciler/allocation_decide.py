@@ -9,7 +9,9 @@
 5. the step that writes the action: :func:`heartbeat`, :func:`release`, :func:`no_matching_pool`,
    :func:`bind` or :func:`wait`.
 
-Rules: docs/behaviour.md, "Allocations" (phases, exclusive claim, TTL, release, spawn timeout).
+Rules: docs/behaviour.md#allocations (phases, exclusive claim, TTL, release, spawn timeout); where they
+differ from the reference's: docs/divergences.md#allocation-bind, docs/divergences.md#allocation-release,
+docs/divergences.md#allocation-ttl.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Assembles the tatara-pool-reconciler: client → manager → informers → pool and allocation controllers.
 
 :func:`build` is shared by the binary (:mod:`pool_reconciler.main`) and the integration tests, so
-both run the same wiring (spec/pool-reconciler.md §1: two controllers in one process; DESIGN §4:
-leader election, ``/healthz``, ``/readyz``, ``/metrics``).
+both run the same wiring: two controllers in one process, leader election, ``/healthz``, ``/readyz``
+and ``/metrics`` on one port (docs/architecture.md#the-reconcilers, docs/runtime.md#manager).
 """
 
 from __future__ import annotations

@@ -1,14 +1,17 @@
-"""Flags and environment variables of ``tatara-pool-reconciler`` (spec/pool-reconciler.md §3.1).
+"""Flags and environment variables of ``tatara-pool-reconciler`` (docs/behaviour.md#tatara-pool-reconciler-flags).
 
 Every setting is ``--flag value`` (or ``--flag=value``); when the flag is absent its environment
 variable is used; when both are absent the default applies. The reference's three flags keep
 their names, variables and defaults (``--controller-namespace``/``TATARA_POOL_NAMESPACE``,
 ``--heartbeat-seconds``/``TATARA_POOL_HEARTBEAT_SECONDS``, ``--spawn-timeout``/
-``TATARA_POOL_SPAWN_TIMEOUT`` — parsed and enforced here, spec §5.9). Added (DESIGN §4):
+``TATARA_POOL_SPAWN_TIMEOUT`` — parsed and enforced here, docs/behaviour.md#spawn-timeout). Added
+(docs/divergences.md#pool-reconciler-start-up-flags):
 ``--watch-namespace``, leader election (on by default, Lease durations 15/10/2 s), the
-``/healthz``/``/readyz``/``/metrics`` address, ``--reset-image`` (spec §7.8) and ``--log-level``.
+``/healthz``/``/readyz``/``/metrics`` address, ``--reset-image`` (docs/behaviour.md#return-policies) and
+``--log-level``.
 
-Invalid values exit with status 2 and a message naming the flag or variable (spec §3.1).
+Invalid values exit with status 2 and a message naming the flag or variable
+(docs/runtime.md#entry-point-and-flags).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ PROG: Final = "tatara-pool-reconciler"
 
 @dataclass(frozen=True)
 class PoolReconcilerConfig:
-    """The pool reconciler's settings after flags, environment and defaults are merged (§3.1)."""
+    """The pool reconciler's settings after flags, environment and defaults are merged."""
 
     watch_namespace: str = ""
     """Empty: watch pools, allocations and Processes in all namespaces."""
@@ -44,11 +47,11 @@ class PoolReconcilerConfig:
     health_host: str = "0.0.0.0"
     health_port: int = 8081
     heartbeat_seconds: int = 30
-    """Requeue delay after a pass (spec §3.6)."""
+    """Requeue delay after a pass, seconds."""
     spawn_timeout: timedelta = timedelta(minutes=10)
-    """How long an allocation may wait for a member before it is Failed (spec §5.9)."""
+    """How long an allocation may wait for a member before it is Failed."""
     reset_image: str = DEFAULT_RESET_IMAGE
-    """Image of the Reset return policy's Job (spec §7.8)."""
+    """Image of the Reset return policy's Job."""
     leader_elect: bool = True
     leader_election_lease_name: str = "tatara-pool-reconciler"
     leader_election_namespace: str = ""
@@ -128,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_config(argv: Sequence[str] | None = None,
                  environ: Mapping[str, str] | None = None) -> PoolReconcilerConfig:
-    """Merge ``argv`` (without the program name), ``environ`` and the defaults (§3.1).
+    """Merge ``argv`` (without the program name), ``environ`` and the defaults: a flag wins over its
+    variable, a variable over the default.
 
     Raises:
         ConfigError: an unknown flag, a value that does not parse (the message names the flag or
@@ -147,7 +151,7 @@ def parse_config(argv: Sequence[str] | None = None,
 
 
 def parse_or_exit(argv: Sequence[str] | None, environ: Mapping[str, str]) -> PoolReconcilerConfig:
-    """:func:`parse_config`; on bad input print the usage and the error to stderr and exit 2 (§3.1).
+    """:func:`parse_config`; on bad input print the usage and the error to stderr and exit 2.
 
     ``--help`` prints the help and exits 0.
     """

@@ -3,12 +3,13 @@
 One reconcile reads top to bottom here. Each runs under :func:`shared.kube.finalizer.finalize`: the
 ``tatara.pleme.io/pool-finalizer`` goes on every live pool and comes off a deleting one once the
 decision says ``released`` (no member left); the ``tatara.pleme.io/allocation-finalizer`` goes on every
-allocation that is not Released or Failed and comes off a deleting one once it is. A bind is decided
-on the live allocation (:func:`shared.kube.live.decide_on_live`, one GET per bind), never on a cache
-that may lag our own last write.
+allocation that is not Released or Failed and comes off a deleting one once it holds no member
+(docs/behaviour.md#pool-finalizer, docs/behaviour.md#allocation-finalizer). A bind is decided on the
+live allocation (:func:`shared.kube.live.decide_on_live`, one GET per bind), never on a cache that may
+lag our own last write (docs/runtime.md#deciding-on-the-live-object).
 
 Unlike the reference, which watches only its primary kinds and so learns of member changes only on
-the heartbeat (docs/divergences.md), both controllers watch secondary kinds:
+the heartbeat (docs/divergences.md#pool-reconciler-watches), both controllers watch secondary kinds:
 
 - **pool controller** (:class:`PoolReconciler`): primary EphemeralPools; member Processes are
   mapped to their pool by the ``tatara.pleme.io/pool`` annotation and by their controller
@@ -18,7 +19,7 @@ the heartbeat (docs/divergences.md), both controllers watch secondary kinds:
   allocation waiting on its pool (so queued allocations wake as soon as a member frees); a pool
   change requeues the namespace's waiting allocations (a new pool may match a ``NoMatchingPool``
   one); an allocation's phase change or deletion requeues the allocations waiting behind it (FIFO
-  position; docs/behaviour.md, "FIFO bind").
+  position, docs/behaviour.md#fifo-bind).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """The contract between the pure pool/allocation decisions and the executor that performs their I/O.
 
 :func:`pool_reconciler.pool_decide.pool_decide` and :func:`pool_reconciler.allocation_decide.allocation_decide`
-are pure functions ``(Observed) -> Decision`` (docs/architecture.md, "Pure decisions, thin effects"):
-they read only the snapshot they are given — the object, the member Processes and allocations from
-the informer caches, ``now`` — and return what to write, as typed values: member Processes
+are pure functions ``(Observed) -> Decision`` (docs/architecture.md#one-reconcile): they read only the
+snapshot they are given — the object, the member Processes and allocations from the informer caches,
+``now`` — and return what to write, as typed values: member Processes
 (:class:`~shared.domain.api.process.Process`), merge patches (:mod:`pool_reconciler.patches`), reset
-Jobs (:class:`~shared.domain.manifests.batch.Job`) and Events. :mod:`pool_reconciler.executor`
-writes them in one fixed order. Finalizers are not part of a decision: the controller runs each pass
-under :func:`shared.kube.finalizer.finalize`, and a decision only says whether the object is
-``released`` (holds nothing any more, so its finalizer may go).
+Jobs (:class:`~shared.domain.manifests.batch.Job`) and Events. :mod:`pool_reconciler.executor` writes
+them in one fixed order (docs/architecture.md#the-executor-order). Finalizers are not part of a
+decision: the controller runs each pass under :func:`shared.kube.finalizer.finalize`, and a decision
+only says whether the object is ``released`` (holds nothing any more, so its finalizer may go).
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ __all__ = [
 ]
 
 DEFAULT_HEARTBEAT_SECONDS = 30.0
-"""Seconds between passes when nothing happens (``--heartbeat-seconds``; docs/behaviour.md,
-"tatara-pool-reconciler flags")."""
+"""Seconds between passes when nothing happens (``--heartbeat-seconds``;
+docs/behaviour.md#tatara-pool-reconciler-flags)."""
 
 DEFAULT_SPAWN_TIMEOUT = timedelta(minutes=10)
 """How long an allocation may wait for a member before it is Failed (``--spawn-timeout``;
-docs/behaviour.md, "Spawn timeout")."""
+docs/behaviour.md#spawn-timeout)."""
 
 
 @dataclass(frozen=True)
@@ -87,11 +87,11 @@ _RETURN_OUTCOMES: Mapping[MemberWrite, str] = {
 
 @dataclass(frozen=True)
 class MemberPatch:
-    """A JSON merge patch of member ``name`` (no ``force``, no field manager: docs/divergences.md).
+    """A JSON merge patch of member ``name`` (no ``force``, no field manager: docs/divergences.md#allocation-bind).
 
     When ``patch`` carries ``metadata.resourceVersion`` (:attr:`resource_version`) the API server answers
-    409 if the member changed since it was observed: the exclusive claim (docs/behaviour.md,
-    "Exclusive claim"). ``reason`` names the step.
+    409 if the member changed since it was observed: the exclusive claim
+    (docs/behaviour.md#exclusive-claim). ``reason`` names the step.
     """
 
     name: str
@@ -127,7 +127,7 @@ class PoolObserved:
             pool's name, in any order (decisions sort by name).
         now: the current instant (UTC), injected.
         reset_jobs: reset Job name → its outcome: True succeeded, False failed, None still running;
-            a Job absent from the map does not exist (docs/behaviour.md, "Return policies").
+            a Job absent from the map does not exist (docs/behaviour.md#return-policies).
         reset_image: the reset Job image (``--reset-image``).
         heartbeat_seconds: the requeue interval.
     """

@@ -18,7 +18,7 @@ One order for both kinds (a decision leaves out the steps it has nothing for):
 8. **the result**: requeue after ``decision.requeue_after``.
 
 Every Process write is a plain JSON merge patch or POST (no ``force``, no field manager;
-docs/divergences.md). Finalizers are not written here: the controller runs each pass under
+docs/divergences.md#allocation-bind). Finalizers are not written here: the controller runs each pass under
 :func:`shared.kube.finalizer.finalize`, which adds the finalizer before step 1 and removes it after
 step 8 once the decision says ``released``.
 
@@ -54,7 +54,7 @@ __all__ = ["FIELD_MANAGER", "RETRY_AFTER_CONFLICT", "Executor"]
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER: Final = "tatara-pool-reconciler"
-"""Field manager of the reset Job apply (docs/wire-format.md, "Field managers")."""
+"""Field manager of the reset Job apply (docs/wire-format.md#field-managers)."""
 
 RETRY_AFTER_CONFLICT: Final = 0.05
 """Seconds before deciding again after a lost guarded write: long enough for the watch to deliver the

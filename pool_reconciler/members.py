@@ -2,8 +2,8 @@
 
 Membership is by the ``tatara.pleme.io/pool`` annotation alone; the member state is derived from the
 Process on every pass (nothing is remembered between passes); a new member is the pool's template
-lowered to a Process spec with a permanent lifetime, named per slot (docs/behaviour.md, "Pool
-membership", "Member states", "Member Processes"; names: docs/wire-format.md, "Member names").
+lowered to a Process spec with a permanent lifetime, named per slot (docs/behaviour.md#pool-membership,
+docs/behaviour.md#member-states, docs/behaviour.md#member-processes, docs/wire-format.md#member-names).
 """
 
 from __future__ import annotations

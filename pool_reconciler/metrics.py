@@ -1,9 +1,9 @@
-"""``tatara_*`` domain metrics of the pool reconciler (DESIGN §4 "Observability"; issue 6 "Metrics").
+"""``tatara_*`` domain metrics of the pool reconciler (docs/behaviour.md#domain-metrics).
 
-The reference serves no metrics (spec/pool-reconciler.md §3.7); all of these are new surface:
+The reference serves no metrics (docs/divergences.md#pool-reconciler-metrics); all of these are new surface:
 
 - ``tatara_pool_members{pool,state}``: members per pool (``<ns>/<name>``) and member state
-  (spec §4.2), computed from the informer caches at scrape time;
+  (docs/behaviour.md#member-states), computed from the informer caches at scrape time;
 - ``tatara_allocations{phase}``: EphemeralAllocations per phase, from the cache at scrape;
 - ``tatara_pool_binds_total{outcome}``: bind attempts (``bound``, ``conflict`` — another
   allocation won the guarded claim —, ``error``);

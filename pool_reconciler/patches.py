@@ -8,7 +8,8 @@
 A status patch is the ``/status`` object itself (``shared.kube.patch.patch_status`` wraps it in
 ``{"status": …}``), the convention of both binaries. Fields follow
 :class:`shared.domain.api.wire.MergePatch`: ``UNSET`` is not sent, ``None`` deletes the key, values
-are written as the models write them (docs/wire-format.md, "EphemeralPool", "EphemeralAllocation").
+are written as the models write them (docs/wire-format.md#ephemeralpool,
+docs/wire-format.md#ephemeralallocation).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
    :func:`spawn_members` (the member Processes to create, or why none can be),
    :func:`sizing_events`, and :func:`~pool_reconciler.pool_status.pool_status_patch`.
 
-Each step is a small pure function with table tests of its own (docs/behaviour.md, "Pools").
+Each step is a small pure function with table tests of its own (docs/behaviour.md#pools).
 """
 
 from __future__ import annotations

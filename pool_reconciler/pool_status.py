@@ -2,7 +2,7 @@
 
 Written only when it differs from the stored status, and ``phaseSince`` / ``lastTransitionTime`` move
 only when the phase / the condition change, so our own status writes never retrigger a pass
-(docs/behaviour.md, "Pool status").
+(docs/behaviour.md#pool-status, docs/divergences.md#pool-status).
 """
 
 from __future__ import annotations

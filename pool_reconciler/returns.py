@@ -4,7 +4,7 @@ The pool's ``returnPolicy`` picks the plan (:func:`plan_return`): Keep frees the
 guarded patch back to a permanent lifetime, bind annotations stripped); Reset first runs a reset Job
 and frees the member once it succeeds (a failed Job falls back to Replace); Replace sends SIGTERM
 through the signal annotation, so the member's exports run, and deletes it once it is Failed
-(docs/behaviour.md, "Return policies").
+(docs/behaviour.md#return-policies).
 
 Also here: how a return is counted once in ``tatara_pool_releases_total`` however often a pass
 repeats its patch (:func:`return_mark`, a pure function of what the API server returned).

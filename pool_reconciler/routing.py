@@ -5,7 +5,7 @@
 - :func:`free_members`: a pool's members that may be bound (Free, unclaimed), by name;
 - :func:`queue_position`: FIFO among the allocations waiting on the same pool, by creation time then name.
 
-Rules: docs/behaviour.md, "Allocation routing", "FIFO bind", "Exclusive claim".
+Rules: docs/behaviour.md#allocation-routing, docs/behaviour.md#fifo-bind.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@
 - desired-count sizing (``spec.desired > 0``): :func:`desired_count_sizing` over member snapshots,
   with the replacement policy for failed members.
 
-Rules and their differences from the reference: docs/behaviour.md, "Legacy sizing", "Desired-count
-sizing", "Scale-down"; docs/divergences.md.
+Rules: docs/behaviour.md#legacy-sizing, docs/behaviour.md#desired-count-sizing,
+docs/behaviour.md#scale-down; how desired-count sizing differs from the reference's:
+docs/divergences.md#pool-desired-count-sizing.
 """
 
 from __future__ import annotations

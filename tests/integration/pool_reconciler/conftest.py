@@ -1,6 +1,5 @@
 """Fixtures: the tatara + Flux CRDs installed; the Process reconciler, the pool reconciler and a Flux
-stand-in running in-process for one namespace (issue 6, "against the real local API server with both
-reconcilers running")."""
+stand-in running in-process for one namespace, against the real local API server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every metric a dashboard query names is in ``/metrics`` of the running controllers (issue 7).
+"""Every metric a dashboard query names is in ``/metrics`` of the running controllers.
 
 Both binaries' apps run in-process against the session API server (leader election on, Lease in the test
 namespace, so ``leader_election_master_status`` has a sample), a pool fills with two members, an allocation

@@ -1,5 +1,6 @@
-"""The exclusive claim against the real API server (DESIGN §2.10): a bind patch guarded by a stale
-resourceVersion loses with 409, and the executor then writes nothing else — no allocation status."""
+"""The exclusive claim against the real API server (docs/behaviour.md#exclusive-claim): a bind patch
+guarded by a stale resourceVersion loses with 409, and the executor then writes nothing else — no
+allocation status."""
 
 from __future__ import annotations
 

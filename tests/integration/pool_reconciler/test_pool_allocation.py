@@ -1,5 +1,5 @@
 """The pool reconciler against the real API server, with the Process reconciler and a Flux stand-in
-driving members to Attested (issue 6; spec/pool-reconciler.md §4, §5; DESIGN §2.10)."""
+driving members to Attested (docs/behaviour.md#pools, docs/behaviour.md#allocations)."""
 
 from __future__ import annotations
 

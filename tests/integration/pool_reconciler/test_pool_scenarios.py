@@ -1,6 +1,6 @@
-"""The remaining scenarios of issue 6 against the real API server, both reconcilers and the Flux
-stand-in running: FIFO queueing, the Replace and Reset return policies, pool deletion, scaling
-down past bound members, a restart mid-bind, the spawn timeout and one Bound transition per bind."""
+"""Pool scenarios against the real API server, both reconcilers and the Flux stand-in running: FIFO
+queueing, the Replace and Reset return policies, pool deletion, scaling down past bound members, a
+restart mid-bind, the spawn timeout and one Bound transition per bind."""
 
 from __future__ import annotations
 

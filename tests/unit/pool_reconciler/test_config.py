@@ -1,5 +1,6 @@
-"""pool_reconciler.config: the reference's three flags/variables/defaults (spec/pool-reconciler.md §3.1)
-plus the added leader-election, health and namespace settings (docs/divergences.md)."""
+"""pool_reconciler.config: the reference's three flags/variables/defaults plus the added leader-election,
+health and namespace settings (docs/behaviour.md#tatara-pool-reconciler-flags,
+docs/divergences.md#pool-reconciler-start-up-flags)."""
 
 from __future__ import annotations
 

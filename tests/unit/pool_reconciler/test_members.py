@@ -117,7 +117,7 @@ def test_a_member_entered_its_state_at_its_phase_since_else_its_creation() -> No
 
 
 def test_free_slots_skip_the_names_current_members_hold() -> None:
-    # slot names of the pool uid (docs/wire-format.md, "Test vectors")
+    # slot names of the pool uid (docs/wire-format.md#test-vectors)
     assert free_slots(pool(name="attest-pool"), {"attest-pool-7737df3b", "attest-pool-558f400a"}, 2) == [
         (1, "attest-pool-0200ebd9"),
         (3, "attest-pool-061e5e0e"),

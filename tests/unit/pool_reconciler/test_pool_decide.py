@@ -27,7 +27,7 @@ from shared.domain.api.process import Process
 from shared.kube.events import Event
 from tests.unit.pool_reconciler.builders import ago, observe_pool, pool, process
 
-# slot names of the builders' pool uid (docs/wire-format.md, "Test vectors")
+# slot names of the builders' pool uid (docs/wire-format.md#test-vectors)
 SLOT_0, SLOT_1, SLOT_2 = "test-pool-7737df3b", "test-pool-0200ebd9", "test-pool-558f400a"
 BOUND = {ann.ALLOCATION: "x", ann.REQUESTOR: "pools/x"}
 
