@@ -1,40 +1,97 @@
 """Assembles the tatara-reconciler: client → manager → informers → Process controller, table writer.
 
 :func:`build` is shared by the binary (:mod:`reconciler.main`) and the integration tests, so
-both run the same wiring.
+both run the same wiring. The child kinds are :data:`reconciler.render.RENDERED_KINDS`, resolved
+by API discovery when the manager starts (:class:`ReconcilerManager`), before any informer lists.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
 
 from reconciler.config import ReconcilerConfig
-from reconciler.controller import ChildObject, ProcessReconciler, child_resources
+from reconciler.controller import ChildObject, ProcessReconciler
 from reconciler.decision import Observed
 from reconciler.executor import Executor
 from reconciler.metrics import ProcessMetrics
 from reconciler.phases import Deps, decide
 from reconciler.pid import allocate_pid
 from reconciler.prefetch import Prefetcher
-from reconciler.render import RoutingConfig, render_children
+from reconciler.render import RENDERED_KINDS, Manifest, RoutingConfig, render_children
 from reconciler.table import TableStatusWriter
 from shared.domain.api.process import Process
 from shared.domain.group import key
 from shared.domain.resources import PROCESSES
-from shared.kube.client import KubeClient
-from shared.kube.discovery import RESTMapper
+from shared.kube.client import KubeClient, Resource
+from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.events import EventRecorder
 from shared.kube.health import HealthServer
 from shared.kube.leader import LeaderElector
-from shared.kube.manager import Manager
+from shared.kube.manager import SHUTDOWN_GRACE, Manager
 from shared.kube.metrics import registry as process_registry
+
+__all__ = ["REPORTING_CONTROLLER", "ReconcilerManager", "build", "resolve_kind", "watch_rendered_kinds"]
+
+log = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER = key("tatara-reconciler")
 """``reportingComponent`` of our Events."""
+
+
+async def resolve_kind(mapper: RESTMapper, pinned: Resource) -> Resource:
+    """The resource discovery serves for ``pinned``'s apiVersion and kind; ``pinned`` itself when its
+    kind is not served (a CRD not installed yet): logged, and watched anyway — the informer reads a
+    missing resource as an empty cache and keeps retrying, so a CRD installed later is picked up.
+
+    Raises:
+        shared.kube.errors.ApiError: discovery itself failed.
+    """
+    try:
+        return await mapper.resource_for(pinned.api_version, pinned.kind)
+    except UnknownKind:
+        log.warning("%s %s is not served (is its CRD installed?); watching %s until it is",
+                    pinned.api_version, pinned.kind, pinned.plural)
+        return pinned
+
+
+class ReconcilerManager(Manager):
+    """The runtime's :class:`~shared.kube.manager.Manager` with steps awaited before it starts, e.g.
+    resolving and watching the child kinds (:meth:`before_start`); same arguments."""
+
+    def __init__(self, client: KubeClient, *, health: HealthServer | None = None,
+                 elector: LeaderElector | None = None, shutdown_grace: float = SHUTDOWN_GRACE,
+                 handle_signals: bool = True) -> None:
+        super().__init__(client, health=health, elector=elector, shutdown_grace=shutdown_grace,
+                         handle_signals=handle_signals)
+        self._before_start: list[Callable[[], Awaitable[None]]] = []
+
+    def before_start(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Await ``step()`` when :meth:`run` is called, before any informer runs (in the order added)."""
+        self._before_start.append(step)
+
+    async def run(self) -> None:
+        """The :meth:`before_start` steps, then :meth:`Manager.run`.
+
+        Raises:
+            shared.kube.errors.ApiError: a step's API call failed (e.g. discovery at start).
+            LeadershipLost: see :meth:`Manager.run`.
+        """
+        for step in self._before_start:
+            await step()
+        await super().run()
+
+
+async def watch_rendered_kinds(mapper: RESTMapper, manager: Manager, reconciler: ProcessReconciler,
+                               namespace: str | None) -> None:
+    """Resolve each of :data:`~reconciler.render.RENDERED_KINDS` and watch it as the reconciler's children."""
+    for pinned in RENDERED_KINDS:
+        resource = await resolve_kind(mapper, pinned)
+        reconciler.watch_children(manager.informer(resource, ChildObject, namespace=namespace))
 
 
 def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None = None,
@@ -47,33 +104,35 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
         config: parsed flags/environment.
         identity: leader-election identity and Event ``reportingInstance`` (default: hostname + suffix).
         registry: prometheus registry for domain metrics (tests pass a fresh one).
+        handle_signals: stop on SIGTERM/SIGINT (the binary) or not (tests).
+        clock: now (UTC), injectable for tests.
     """
     health = HealthServer(config.health_host, config.health_port)
     elector = None
     if config.leader_elect:
         elector = LeaderElector(client, config.leader_election_lease_name, config.lease_namespace,
                                 identity=identity, timing=config.lease_timing)
-    manager = Manager(client, health=health, elector=elector, handle_signals=handle_signals)
-    processes = manager.informer(PROCESSES, Process, namespace=config.watch_namespace or None)
-    children = [manager.informer(r, ChildObject, namespace=config.watch_namespace or None)
-                for r in child_resources()]
+    namespace = config.watch_namespace or None
+    manager = ReconcilerManager(client, health=health, elector=elector, handle_signals=handle_signals)
+    processes = manager.informer(PROCESSES, Process, namespace=namespace)
 
     metrics = ProcessMetrics(registry, lambda: (p.phase for p in processes.objects()))
     recorder = EventRecorder(client, REPORTING_CONTROLLER, identity or "tatara-reconciler")
     mapper = RESTMapper(client)
-    executor = Executor(client, mapper, recorder, metrics,
-                        allocate_pid=functools.partial(allocate_pid, client))
+    executor = Executor(client, mapper, recorder, metrics)
     routing = RoutingConfig(config.fleet_cluster, config.fleet_location, config.fleet_domain, config.dns_lb_target)
 
-    def render(observed: Observed) -> list[dict[str, object]]:
+    def render(observed: Observed) -> list[Manifest]:
         return render_children(observed.process, owner_uid=observed.process.metadata.uid or "", routing=routing)
 
-    deps = Deps(render=render)
     prefetch = Prefetcher(client, mapper, config.prometheus_url)
     manager.add_runnable(prefetch.run)
-    reconciler = ProcessReconciler(processes, children, executor, heartbeat_seconds=config.heartbeat_seconds,
-                                   decide=functools.partial(decide, deps=deps), clock=clock, prefetch=prefetch)
+    reconciler = ProcessReconciler(client, processes, executor, functools.partial(allocate_pid, client),
+                                   heartbeat_seconds=config.heartbeat_seconds,
+                                   decide=functools.partial(decide, deps=Deps(render=render)), clock=clock,
+                                   prefetch=prefetch)
     manager.add(reconciler.controller)
+    manager.before_start(functools.partial(watch_rendered_kinds, mapper, manager, reconciler, namespace))
 
     table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval)
     processes.add_handler(table.notify)

@@ -15,17 +15,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, Final
+from typing import Final, TypeVar
 
 import msgspec
 
-from reconciler.decision import ChildRef, ChildState, Observed
-from reconciler.render import HELM_RELEASE_API_VERSION, KUSTOMIZATION_API_VERSION
+from reconciler.children import ChildRef, ChildState
+from reconciler.decision import Observed
 from shared.domain.api.boundary import Condition, ConditionKind
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import CheckedCondition, Process
 from shared.domain.api.receipt import ReceiptError, parse_either
 from shared.domain.duration import parse_duration
+from shared.domain.resources import HELM_RELEASES, KUSTOMIZATIONS
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -76,6 +77,9 @@ class BoundaryResult:
 # ── params ─────────────────────────────────────────────────────────────────────
 
 
+S = TypeVar("S", bound=msgspec.Struct)
+
+
 class _PhaseParams(msgspec.Struct, rename="camel"):
     process_ref: str
     phase: ProcessPhase
@@ -109,7 +113,7 @@ class _BadParams(Exception):
     pass
 
 
-def _params(params: Any, model: type[Any]) -> Any:
+def _params(params: object, model: type[S]) -> S:
     try:
         return msgspec.convert(params if params is not None else {}, model)
     except msgspec.ValidationError as err:
@@ -254,10 +258,10 @@ def check(condition: Condition, process: Process, observed: Observed) -> Verdict
             return _process_phase(_params(condition.params, _PhaseParams), process, observed)
         if kind is ConditionKind.KUSTOMIZATION_HEALTHY:
             named = _params(condition.params, _NamedParams)
-            return _flux_ready("Kustomization", KUSTOMIZATION_API_VERSION, named, process, observed)
+            return _flux_ready("Kustomization", KUSTOMIZATIONS.api_version, named, process, observed)
         if kind is ConditionKind.HELM_RELEASE_RELEASED:
             named = _params(condition.params, _NamedParams)
-            return _flux_ready("HelmRelease", HELM_RELEASE_API_VERSION, named, process, observed)
+            return _flux_ready("HelmRelease", HELM_RELEASES.api_version, named, process, observed)
         if kind is ConditionKind.JOB_ATTESTED:
             return _job_attested(_params(condition.params, _JobParams), process, observed)
         if kind is ConditionKind.CLOSED_LOOP_AUTH:
@@ -306,10 +310,10 @@ def referenced_refs(conditions: Sequence[Condition], process: Process) -> list[C
         try:
             if c.kind is ConditionKind.KUSTOMIZATION_HEALTHY:
                 p = _params(c.params, _NamedParams)
-                out.append(ChildRef(KUSTOMIZATION_API_VERSION, "Kustomization", p.namespace or ns, p.name))
+                out.append(ChildRef(KUSTOMIZATIONS.api_version, "Kustomization", p.namespace or ns, p.name))
             elif c.kind is ConditionKind.HELM_RELEASE_RELEASED:
                 p = _params(c.params, _NamedParams)
-                out.append(ChildRef(HELM_RELEASE_API_VERSION, "HelmRelease", p.namespace or ns, p.name))
+                out.append(ChildRef(HELM_RELEASES.api_version, "HelmRelease", p.namespace or ns, p.name))
             elif c.kind is ConditionKind.JOB_ATTESTED:
                 j = _params(c.params, _JobParams)
                 out.append(ChildRef(*_JOB, j.namespace or ns, j.name))

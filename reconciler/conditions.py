@@ -1,15 +1,13 @@
 """kstatus conditions (``Ready``, ``Reconciling``, ``Stalled``) for a Process phase.
 
-— DESIGN.md §4 (kstatus with ``observedGeneration``); process-crd.md §5.2 (condition shape).
+The table and the rules: docs/behaviour.md#conditions (kstatus, with ``observedGeneration``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from shared.domain.api.codec import format_timestamp
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import ProcessCondition
 
@@ -30,12 +28,13 @@ def conditions_for(
     *,
     stalled: bool | None = None,
     previous: Sequence[ProcessCondition] = (),
-) -> list[dict[str, Any]]:
-    """The three kstatus conditions as ``status.conditions`` wire dicts, in type order.
+) -> list[ProcessCondition]:
+    """The three kstatus conditions for ``status.conditions``, in type order.
 
     ``Ready`` is True only in Attested; ``Stalled`` True in Failed (or when ``stalled`` forces it,
     e.g. an intent we do not render); ``Reconciling`` True in every other non-settled phase.
-    ``lastTransitionTime`` is kept from ``previous`` when a condition's status is unchanged.
+    ``lastTransitionTime`` is kept from ``previous`` when a condition's status is unchanged;
+    ``observedGeneration`` is ``generation`` (left out when None).
     """
     is_stalled = phase is _P.FAILED if stalled is None else stalled
     values = {
@@ -44,19 +43,11 @@ def conditions_for(
         "Stalled": is_stalled,
     }
     before = {c.type_: c for c in previous}
-    out: list[dict[str, Any]] = []
+    out: list[ProcessCondition] = []
     for type_ in CONDITION_TYPES:
         status = "True" if values[type_] else "False"
         prior = before.get(type_)
         since = prior.last_transition_time if prior is not None and prior.status == status else now
-        cond: dict[str, Any] = {
-            "type": type_,
-            "status": status,
-            "lastTransitionTime": format_timestamp(since),
-            "reason": reason,
-            "message": message,
-        }
-        if generation is not None:
-            cond["observedGeneration"] = generation
-        out.append(cond)
+        out.append(ProcessCondition(type_=type_, status=status, last_transition_time=since, reason=reason,
+                                    message=message, observed_generation=generation))
     return out

@@ -1,35 +1,55 @@
 """The Process controller: caches → Observed snapshot → pure decision → executor.
 
-One reconcile of one Process reads top to bottom here (STYLE.md, "we avoid long hops"):
-:func:`ProcessReconciler.reconcile` looks the Process up in the informer cache, gathers
-its owned children (Flux objects, by controller ownerReference UID), child Processes
-(by parent PID) and dependencies into :class:`~reconciler.decision.Observed`, asks
-:func:`reconciler.phases.decide` what to do, and hands the decision to the
-:class:`~reconciler.executor.Executor`.
+One reconcile of one Process reads top to bottom here (:meth:`ProcessReconciler.reconcile`):
+
+1. the Process from the informer cache (gone: nothing to do);
+2. :func:`shared.kube.finalizer.finalize`: the finalizer goes on first while the Process
+   :func:`~reconciler.phases.holds_finalizer`, and comes off once a decision is ``released``
+   (Reaped); a deleting Process without it is not ours to run down;
+3. the snapshot (:meth:`ProcessReconciler.observe`): owned children of every rendered kind (by
+   controller ownerReference UID), child Processes (by parent PID), dependencies, and the boundary
+   inputs the caches lack (:class:`~reconciler.prefetch.Prefetcher`);
+4. the pure decision (:func:`reconciler.phases.decide`); one that allocates a PID is made on the
+   live object (:func:`shared.kube.live.decide_on_live`), since the cache may lag our own last
+   write and a PID must never be allocated twice;
+5. the PID, when asked for: allocated from the ProcessTable, then written by the decision
+   (:func:`~reconciler.phases.pid_granted`), or the refusal decided instead
+   (:func:`~reconciler.phases.pid_refused`);
+6. the :class:`~reconciler.executor.Executor` performs the writes; the status write of a live
+   decision is guarded by that object's resourceVersion, and a 409 means "decide again soon".
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Final
 
 import msgspec
 
-from reconciler.decision import ChildState, Decision, Observed
+from reconciler.children import ChildRef, ChildState, child_state
+from reconciler.decision import Decision, Observed
 from reconciler.executor import Executor
-from reconciler.phases import decide
+from reconciler.phases import TICK, decide, holds_finalizer, pid_granted, pid_refused
+from reconciler.pid import PidRefused
 from reconciler.prefetch import Prefetcher
-from reconciler.render import child_state
+from shared.domain import finalizers as fin
+from shared.domain.api.codec import decode_process
 from shared.domain.api.process import Process
 from shared.domain.group import GROUP
-from shared.kube.client import Resource
+from shared.domain.resources import PROCESSES
+from shared.kube.client import KubeClient
 from shared.kube.controller import Controller, Request, Result
+from shared.kube.errors import Conflict
+from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
 from shared.kube.informer import Informer
+from shared.kube.live import Basis, decide_on_live
 from shared.kube.logcontext import log_context
 from shared.kube.meta import ObjectMeta
+
+__all__ = ["CONFLICT_REQUEUE", "ChildObject", "PidAllocator", "ProcessReconciler"]
 
 log = logging.getLogger(__name__)
 
@@ -39,35 +59,39 @@ OWNER_UID = "owner-uid"
 PARENT_PID = "parent-pid"
 """Index of Processes by ``spec.identity.parent``."""
 
+OWN_PID = "pid"
+"""Index of Processes by their own ``status.pid``."""
+
+DEPENDS_ON = "depends-on"
+"""Index of Processes by the ``<ns>/<name>`` of each Process their ``spec.dependsOn`` names."""
+
+CONFLICT_REQUEUE: Final = TICK
+"""Seconds before deciding again when a guarded status write met a newer object (409)."""
+
+PidAllocator = Callable[[Process], Awaitable[str]]
+"""``await allocate(process) -> pid``, raising :class:`~reconciler.pid.PidRefused` (the ProcessTable in the binary)."""
+
 
 class ChildObject(msgspec.Struct):
     """A rendered child as cached: identity, metadata and status — what readiness parsing reads.
 
     ``spec`` is not kept: HelmRelease values can be large, and the desired spec is re-rendered
-    from the Process anyway (spec/runtime-anchors.md §3 #17)."""
+    from the Process anyway."""
 
     apiVersion: str = ""
     kind: str = ""
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    status: dict[str, Any] = {}
+    status: dict[str, object] = {}
 
 
-def controller_owner_uids(obj: Any) -> list[str]:
-    """UIDs of ``obj``'s controller ownerReferences (at most one by DESIGN §2.3)."""
+def controller_owner_uids(obj: ChildObject) -> list[str]:
+    """UIDs of ``obj``'s controller ownerReferences (a rendered child has exactly one)."""
     return [ref.uid for ref in obj.metadata.owner_references if ref.controller]
-
-
-DEPENDS_ON = "depends-on"
-"""Index of Processes by the ``<ns>/<name>`` of each Process their ``spec.dependsOn`` names."""
 
 
 def dependency_refs(process: Process) -> list[str]:
     ns = process.metadata.namespace or "default"
     return [f"{dep.namespace or ns}/{dep.name}" for dep in process.spec.depends_on]
-
-
-OWN_PID = "pid"
-"""Index of Processes by their own ``status.pid``."""
 
 
 def own_pid(process: Process) -> list[str]:
@@ -78,6 +102,11 @@ def own_pid(process: Process) -> list[str]:
 def parent_pid(process: Process) -> list[str]:
     parent = process.spec.identity.parent if process.spec.identity else None
     return [parent] if parent else []
+
+
+def needs_live(decision: Decision) -> bool:
+    """A decision that allocates a PID must be made on the live object."""
+    return decision.allocate_pid
 
 
 class _CacheView(Mapping[str, Process]):
@@ -100,42 +129,49 @@ class _CacheView(Mapping[str, Process]):
 
 
 class ProcessReconciler:
-    """Builds the Process controller on ``processes`` with ``children`` as owned secondary watches.
+    """The Process controller on ``processes``; :meth:`watch_children` adds the owned child kinds.
 
     Args:
+        client: the shared API client (finalizer writes, the live read).
         processes: informer of Processes.
-        children: informers of the kinds the reconciler renders (Kustomization, HelmRelease, …).
         executor: performs decisions.
+        allocate_pid: allocates a PID for a Process.
         heartbeat_seconds: Attested heartbeat / poll interval.
+        workers: concurrent reconciles.
         decide: the pure decision (default :func:`reconciler.phases.decide`).
         clock: now (UTC), injectable for tests.
         prefetch: fetches boundary inputs the caches lack (PromQL, referenced Jobs/ConfigMaps/…); None: none.
     """
 
-    def __init__(self, processes: Informer[Process], children: list[Informer[ChildObject]], executor: Executor,
-                 *, heartbeat_seconds: float = 30.0, workers: int = 4,
+    def __init__(self, client: KubeClient, processes: Informer[Process], executor: Executor,
+                 allocate_pid: PidAllocator, *, heartbeat_seconds: float = 30.0, workers: int = 4,
                  decide: Callable[[Observed], Decision] = decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  prefetch: Prefetcher | None = None) -> None:
+        self.client = client
         self.processes = processes
-        self.prefetch = prefetch
-        self.children = children
         self.executor = executor
+        self.allocate_pid = allocate_pid
         self.heartbeat_seconds = heartbeat_seconds
-        self.clock = clock
         self.decide = decide
+        self.clock = clock
+        self.prefetch = prefetch
+        self.children: list[Informer[ChildObject]] = []
         processes.add_indexer(PARENT_PID, parent_pid)
-        for informer in children:
-            informer.add_indexer(OWNER_UID, controller_owner_uids)
         self.controller: Controller[Process] = Controller("process", processes, self.reconcile, workers=workers)
-        for informer in children:
-            self.controller.owns(informer, kind="Process", group=GROUP)
         # A child Process's change (e.g. reaching Reaped) requeues its parent, found by PID.
         processes.add_indexer(OWN_PID, own_pid)
         self.controller.watches(processes, self._parents_of)
         # A Process's change requeues the Processes whose dependsOn names it (no 30 s poll).
         processes.add_indexer(DEPENDS_ON, dependency_refs)
         self.controller.watches(processes, self._dependents_of)
+
+    def watch_children(self, informer: Informer[ChildObject]) -> None:
+        """Treat ``informer``'s objects as children: in the snapshot by owner UID, and a change of one
+        requeues its Process (its controller ownerReference). Call before the controller runs."""
+        informer.add_indexer(OWNER_UID, controller_owner_uids)
+        self.controller.owns(informer, kind="Process", group=GROUP)
+        self.children.append(informer)
 
     def _dependents_of(self, process: Process) -> list[Request]:
         ref = f"{process.metadata.namespace or 'default'}/{process.metadata.name}"
@@ -144,9 +180,45 @@ class ProcessReconciler:
     def _parents_of(self, process: Process) -> list[Request]:
         return [Request.of(parent) for pid in parent_pid(process) for parent in self.processes.by_index(OWN_PID, pid)]
 
-    def observe(self, process: Process) -> Observed:
-        """The snapshot of ``process``'s world from the caches (no API calls)."""
-        children: dict[Any, ChildState] = {}
+    # -- one reconcile ----------------------------------------------------------------------
+
+    async def reconcile(self, request: Request) -> Result:
+        process = self.processes.get(str(request))
+        if process is None:
+            return Result.done()  # deleted; the finalizer kept it until Reaped, so nothing is left to do
+        return await finalize(self.client, PROCESSES, fin.PROCESS, process, self._converge, needed=holds_finalizer)
+
+    async def _converge(self, step: Apply[Process] | Cleanup[Process]) -> Outcome:
+        """Steps 3–6 of the module docstring for the cached Process ``step.obj`` (live or deleting alike:
+        the phase machine handles deletion itself)."""
+        observed = await self.observe(step.obj)
+        with log_context(phase=step.obj.phase.value):
+            basis = await decide_on_live(self.client, PROCESSES, step.obj,
+                                         lambda p: self.decide(dataclasses.replace(observed, process=p)),
+                                         needs_live=needs_live, decode=decode_process)
+            if basis is None:
+                return Outcome(Result.done())  # gone since the cache saw it
+            decision = await self._with_pid(dataclasses.replace(observed, process=basis.obj), basis.decision)
+            try:
+                await self.executor.execute(basis.obj, decision, guard=_guard(basis))
+            except Conflict:
+                log.debug("the Process changed since the live read; deciding again in %.0f s", CONFLICT_REQUEUE)
+                return Outcome(Result.after(CONFLICT_REQUEUE))
+            return Outcome(Result(requeue_after=decision.requeue_after), released=decision.released)
+
+    async def _with_pid(self, observed: Observed, decision: Decision) -> Decision:
+        """``decision`` with its PID, or the refusal instead; unchanged when it asks for none."""
+        if not decision.allocate_pid:
+            return decision
+        try:
+            pid = await self.allocate_pid(observed.process)
+        except PidRefused as refused:
+            return pid_refused(observed, decision, refused)
+        return pid_granted(decision, observed.process, pid)
+
+    async def observe(self, process: Process) -> Observed:
+        """The snapshot of ``process``'s world: the caches, plus the boundary inputs they lack."""
+        children: dict[ChildRef, ChildState] = {}
         uid = process.metadata.uid
         if uid:
             for informer in self.children:
@@ -154,33 +226,20 @@ class ProcessReconciler:
                     state = child_state(msgspec.to_builtins(child))
                     children[state.ref] = state
         pid = process.status.pid if process.status else None
-        child_processes = tuple(self.processes.by_index(PARENT_PID, pid)) if pid else ()
-        dependencies = {ref: self.processes.get(ref) for ref in dependency_refs(process)}
-        return Observed(
-            process=process, now=self.clock(), children=children, child_processes=child_processes,
-            dependencies=dependencies, processes_by_ref=_CacheView(self.processes),
-            heartbeat_seconds=self.heartbeat_seconds,
+        observed = Observed(
+            process=process, now=self.clock(), children=children,
+            child_processes=tuple(self.processes.by_index(PARENT_PID, pid)) if pid else (),
+            dependencies={ref: self.processes.get(ref) for ref in dependency_refs(process)},
+            processes_by_ref=_CacheView(self.processes), heartbeat_seconds=self.heartbeat_seconds,
         )
-
-    async def reconcile(self, request: Request) -> Result:
-        process = self.processes.get(str(request))
-        if process is None:
-            return Result.done()  # deleted; the finalizer kept it until Reaped, so nothing is left to do
-        observed = self.observe(process)
-        if self.prefetch is not None:
-            prometheus, referenced = await self.prefetch.boundary_inputs(process, observed.children.keys())
-            if prometheus or referenced:
-                observed = dataclasses.replace(observed, prometheus=prometheus,
-                                               children={**referenced, **observed.children})
-        with log_context(phase=process.phase.value):
-            decision = self.decide(observed)
-            return await self.executor.execute(process, decision, observed.now)
+        if self.prefetch is None:
+            return observed
+        prometheus, referenced = await self.prefetch.boundary_inputs(process, children.keys())
+        if not (prometheus or referenced):
+            return observed
+        return dataclasses.replace(observed, prometheus=prometheus, children={**referenced, **children})
 
 
-def child_resources() -> list[Resource]:
-    """The rendered kinds whose changes requeue their Process (Flux objects; routing objects)."""
-    return [
-        Resource("kustomize.toolkit.fluxcd.io", "v1", "kustomizations", "Kustomization"),
-        Resource("helm.toolkit.fluxcd.io", "v2", "helmreleases", "HelmRelease"),
-        Resource("source.toolkit.fluxcd.io", "v1", "ocirepositories", "OCIRepository"),
-    ]
+def _guard(basis: Basis[Process, Decision]) -> str | None:
+    """The resourceVersion a live decision's status write must still find; None for a cached decision."""
+    return basis.obj.metadata.resource_version if basis.live else None

@@ -1,38 +1,49 @@
 """The pure phase machine: one decision function per phase and the dispatcher :func:`decide`.
 
 Each ``decide_<phase>(observed, deps) -> Decision`` reads only the snapshot; the executor
-performs the result. Behaviour follows spec/process-reconciler.md §2.2–§2.4, §3, §4, §6 and
-§10, with DESIGN.md §2's decisions where the reference is broken (deletion runs once through
-Exiting → Zombie → Reaped; Failed is reachable; Reaped tears down children; no hot loops: a
-wait on a child relies on the child watch, HEARTBEAT is only a safety net).
+performs the result. The behaviour, phase by phase: docs/behaviour.md#phases (deletion runs once
+through Exiting → Zombie → Reaped; Failed is reachable; Reaped tears down children; no hot loops:
+a wait on a child relies on the child watch, HEARTBEAT is only a safety net).
 
-Requeue constants (§0.2): TICK 1 s after a phase change, SHORT 5 s while children drain,
-HEARTBEAT (``observed.heartbeat_seconds``, 30 s) for every wait.
+Requeue constants (docs/behaviour.md#timing): TICK 1 s after a phase change, SHORT 5 s while
+children drain, HEARTBEAT (``observed.heartbeat_seconds``, 30 s) for every wait.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+
+from msgspec import UNSET
 
 from reconciler import boundary, lifetime_clock
-from reconciler.attestation import attest_process, attestation_patch
+from reconciler.attestation import attest_process
+from reconciler.children import ChildRef, is_flux_resource
 from reconciler.conditions import conditions_for
-from reconciler.decision import ChildRef, Decision, Event, Observed
-from reconciler.render import IntentNotSupported, RenderError, flux_resource_refs, render_children
+from reconciler.decision import ChildSignal, Decision, Observed, SignalCount
+from reconciler.pid import PidRefused
+from reconciler.render import (
+    IntentNotSupported,
+    Manifest,
+    RenderError,
+    flux_resource_refs,
+    manifest_ref,
+    render_children,
+)
 from reconciler.signals import EffectKind, effect_of, ingest
+from reconciler.status import BoundaryPatch, StatusPatch, merged
 from reconciler.transitions import IllegalTransition, phase_write
 from shared.domain import annotations as ann
-from shared.domain import finalizers as fin
-from shared.domain.api.codec import format_timestamp, to_wire
+from shared.domain.api.boundary import Condition
 from shared.domain.api.phase import ProcessPhase, phase_reached
 from shared.domain.api.process import CheckedCondition, FluxResourceRef, Process
 from shared.domain.api.signal import ProcessSignal
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.duration import DurationError
 from shared.domain.identity import derive_identity
+from shared.kube.events import Event
 
 __all__ = [
     "HANDLERS",
@@ -51,6 +62,9 @@ __all__ = [
     "decide_releasing",
     "decide_running",
     "decide_zombie",
+    "holds_finalizer",
+    "pid_granted",
+    "pid_refused",
 ]
 
 TICK = 1.0
@@ -64,11 +78,11 @@ EXIT_SIGKILL = 137
 
 _P = ProcessPhase
 
-Render = Callable[[Observed], list[dict[str, Any]]]
-Evaluate = Callable[[Sequence[Any], Observed], boundary.BoundaryResult]
+Render = Callable[[Observed], list[Manifest]]
+Evaluate = Callable[[Sequence[Condition], Observed], boundary.BoundaryResult]
 
 
-def _render(observed: Observed) -> list[dict[str, Any]]:
+def _render(observed: Observed) -> list[Manifest]:
     return render_children(observed.process, owner_uid=observed.process.metadata.uid or "")
 
 
@@ -92,13 +106,13 @@ def _status_message(process: Process) -> str | None:
 
 
 def _heartbeat(observed: Observed) -> float:
-    """HEARTBEAT, shortened to the remaining TTL of an ephemeral Process (lifetime §4.4)."""
+    """HEARTBEAT, shortened to the remaining TTL of an ephemeral Process (docs/behaviour.md#ttl)."""
     return lifetime_clock.requeue_with_ttl(observed.process, observed.now, observed.heartbeat_seconds)
 
 
 def _converging_wait(observed: Observed, wait: float) -> float:
     """``wait``, shortened so a converging Process is looked at again when its boundary deadline
-    passes: the timeout is noticed on time, not at the next HEARTBEAT (DESIGN §2.7)."""
+    passes: the timeout is noticed on time, not at the next HEARTBEAT (docs/behaviour.md#boundary-timeout)."""
     try:
         deadline = boundary.boundary_deadline(observed.process)
     except DurationError:
@@ -108,51 +122,44 @@ def _converging_wait(observed: Observed, wait: float) -> float:
     return min(wait, max((deadline - observed.now).total_seconds(), TICK))
 
 
-def _message_write(observed: Observed, message: str, *, reason: str, stalled: bool | None = None) -> dict[str, Any]:
+def _message_write(observed: Observed, message: str, *, reason: str, stalled: bool | None = None) -> StatusPatch:
     """A status patch that keeps the phase and updates ``message`` and the conditions."""
     process = observed.process
-    return {
-        "message": message,
-        "conditions": conditions_for(
-            process.phase,
-            process.metadata.generation,
-            observed.now,
-            reason,
-            message,
-            stalled=stalled,
-            previous=process.status.conditions if process.status is not None else [],
-        ),
-    }
+    previous = process.status.conditions if process.status is not None else []
+    conditions = conditions_for(process.phase, process.metadata.generation, observed.now, reason, message,
+                                stalled=stalled, previous=previous)
+    return StatusPatch(message=message, conditions=conditions)
 
 
-def _deadline_patch(observed: Observed) -> dict[str, Any]:
-    """``status.boundary.deadline`` = now + ``boundary.timeout`` on entering Execing (DESIGN §2.7)."""
+def _deadline_patch(observed: Observed) -> StatusPatch:
+    """``status.boundary.deadline`` = now + ``boundary.timeout`` on entering Execing
+    (docs/behaviour.md#boundary-timeout)."""
     try:
         timeout = boundary.boundary_timeout(observed.process)
     except DurationError:
-        return {}
-    return {"boundary": {"deadline": format_timestamp(observed.now + timeout)}}
+        return StatusPatch()
+    return StatusPatch(boundary=BoundaryPatch(deadline=observed.now + timeout))
 
 
 def _rows_differ(old: Sequence[CheckedCondition], new: Sequence[CheckedCondition]) -> bool:
-    """True when rows changed other than ``lastCheck`` (so waiting writes nothing, DESIGN §2.11)."""
+    """True when rows changed other than ``lastCheck`` (so waiting writes nothing)."""
 
-    def key(rows: Sequence[CheckedCondition]) -> list[tuple[Any, ...]]:
+    def key(rows: Sequence[CheckedCondition]) -> list[tuple[object, ...]]:
         return [(r.kind, r.params, r.satisfied, r.message) for r in rows]
 
     return key(old) != key(new)
 
 
 def _fail(observed: Observed, message: str, *, reason: str, exit_code: int) -> Decision:
-    """→ Failed with ``exitCode`` and a reason (DESIGN §2.7), plus a Warning Event."""
+    """→ Failed with ``exitCode`` and a reason (docs/behaviour.md#failed), plus a Warning Event."""
     return phase_write(
         observed,
         _P.FAILED,
         message,
         reason=reason,
         requeue_after=TICK,
-        extra={"exitCode": exit_code},
-        events=(Event("Warning", reason, message),),
+        extra=StatusPatch(exit_code=exit_code),
+        events=(Event.warning(reason, message),),
     )
 
 
@@ -175,7 +182,7 @@ def _timed_out(observed: Observed) -> Decision | None:
 
 def _clock_exit(observed: Observed, reason_text: str, gate: ProcessPhase, otherwise: ProcessPhase) -> Decision:
     """The lifetime clock fired at ``gate``: → Releasing when an export fires there, else ``otherwise``
-    (process-reconciler.md §10.3; lifetime §4.3)."""
+    (docs/behaviour.md#teardown-policy)."""
     eph = observed.process.spec.lifetime.ephemeral
     if gate in (_P.ATTESTED, _P.FAILED) and eph is not None and eph.has_applicable_exports(gate):
         return phase_write(
@@ -192,11 +199,18 @@ def _clock_exit(observed: Observed, reason_text: str, gate: ProcessPhase, otherw
 # ── phase handlers ────────────────────────────────────────────────────────────
 
 
-def decide_pending(observed: Observed, deps: Deps) -> Decision:
-    """DECLARE (§2.3.1): add the finalizer, stamp ``status.identity``, → Forking.
+def holds_finalizer(process: Process) -> bool:
+    """Whether ``process`` must carry the Process finalizer: until it is Reaped. The controller adds it
+    before the first write of a pass (at Pending, in practice) and removes it once a decision is
+    ``released``."""
+    return process.phase is not _P.REAPED
 
-    ``signals.startSuspended`` (DESIGN §2.8) sets ``spec.suspended`` in the same step, so the
-    Process waits in Forking until SIGCONT.
+
+def decide_pending(observed: Observed, deps: Deps) -> Decision:
+    """Stamp ``status.identity``, → Forking (the finalizer goes on first: :func:`holds_finalizer`).
+
+    ``signals.startSuspended`` sets ``spec.suspended`` in the same step, so the Process waits in
+    Forking until SIGCONT.
     """
     process = observed.process
     identity = derive_identity(process.spec)
@@ -204,20 +218,19 @@ def decide_pending(observed: Observed, deps: Deps) -> Decision:
     message = f"declared {identity.name}"
     if start_suspended:
         message += "; suspended until SIGCONT (startSuspended)"
-    return phase_write(
+    decision = phase_write(
         observed,
         _P.FORKING,
         message,
         reason="Declared",
         requeue_after=TICK,
-        extra={"identity": to_wire(identity)},
-        add_finalizer=fin.PROCESS not in process.metadata.finalizers,
-        suspended=True if start_suspended else None,
+        extra=StatusPatch(identity=identity),
     )
+    return dataclasses.replace(decision, suspended=True) if start_suspended else decision
 
 
 def unmet_dependencies(observed: Observed) -> list[str]:
-    """One message per unmet ``spec.dependsOn`` entry, in order (§6)."""
+    """One message per unmet ``spec.dependsOn`` entry, in order (docs/behaviour.md#dependencies)."""
     process = observed.process
     unmet = []
     for dep in process.spec.depends_on:
@@ -231,8 +244,8 @@ def unmet_dependencies(observed: Observed) -> list[str]:
 
 
 def decide_forking(observed: Observed, deps: Deps) -> Decision:
-    """Dependency gate and PID (§2.3.2, §6): wait on unmet ``dependsOn``, else allocate a PID
-    (executor) and → Execing with the boundary deadline set."""
+    """Dependency gate and PID: wait on unmet ``dependsOn``, else → Execing with the boundary deadline
+    set, asking for a PID when there is none (:func:`pid_granted` / :func:`pid_refused` complete it)."""
     unmet = unmet_dependencies(observed)
     if unmet:
         message = f"waiting on {len(unmet)} dependency/dependencies: {'; '.join(unmet)}"
@@ -243,20 +256,34 @@ def decide_forking(observed: Observed, deps: Deps) -> Decision:
             requeue_after=observed.heartbeat_seconds,
         )
     status = observed.process.status
-    return phase_write(
+    decision = phase_write(
         observed,
         _P.EXECING,
         "dependencies satisfied",
         reason="DependenciesSatisfied",
         requeue_after=TICK,
         extra=_deadline_patch(observed),
-        allocate_pid=status is None or status.pid is None,
     )
+    return dataclasses.replace(decision, allocate_pid=status is None or status.pid is None)
+
+
+def pid_granted(decision: Decision, process: Process, pid: str) -> Decision:
+    """``decision`` (which asked for a PID) writing ``status.pid`` and ``status.parent`` (None, deleted, for a root)."""
+    granted = StatusPatch(pid=pid, parent=process.spec.identity.parent)
+    return dataclasses.replace(decision, status=merged(decision.status or StatusPatch(), granted), allocate_pid=False)
+
+
+def pid_refused(observed: Observed, decision: Decision, refused: PidRefused) -> Decision:
+    """Instead of ``decision``: stay in Forking with the refusal as ``message`` and a Warning Event
+    ``PidRefused``, and try again when ``decision`` would have come back (docs/behaviour.md#forking)."""
+    requeue = decision.requeue_after if decision.requeue_after is not None else observed.heartbeat_seconds
+    return Decision(status=StatusPatch(message=refused.reason),
+                    events=(Event.warning("PidRefused", refused.reason),), requeue_after=requeue)
 
 
 def decide_execing(observed: Observed, deps: Deps) -> Decision:
-    """PROVE + RENDER (§2.3.3): invalid spec or boundary timeout → Failed; wait on preconditions;
-    an intent we do not render → Stalled ``IntentNotSupported``; else apply children → Running."""
+    """Check and render: invalid spec or boundary timeout → Failed; wait on preconditions; an intent
+    we do not render → Stalled ``IntentNotSupported``; else apply children → Running."""
     process = observed.process
     problems = process.spec.problems()
     try:
@@ -271,20 +298,20 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
     if timed_out is not None:
         return timed_out
 
-    extra: dict[str, Any] = {}
+    rows = StatusPatch()
     pre = process.spec.boundary.preconditions
     if pre:
         result = deps.evaluate(pre, observed)
         old = process.status.boundary.preconditions if process.status is not None else []
         changed = _rows_differ(old, result.rows)
         if changed:
-            extra["boundary"] = {"preconditions": [to_wire(r) for r in result.rows]}
+            rows = StatusPatch(boundary=BoundaryPatch(preconditions=list(result.rows)))
         if not result.satisfied:
             wait = _converging_wait(observed, observed.heartbeat_seconds)
             if not changed and _status_message(process) == "waiting on preconditions":
                 return Decision(requeue_after=wait)
             status = _message_write(observed, "waiting on preconditions", reason="PreconditionsUnmet")
-            return Decision(status={**status, **extra}, requeue_after=wait)
+            return Decision(status=merged(status, rows), requeue_after=wait)
 
     try:
         docs = deps.render(observed)
@@ -295,26 +322,24 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
             return Decision()
         return Decision(
             status=_message_write(observed, message, reason="IntentNotSupported", stalled=True),
-            events=(Event("Warning", "IntentNotSupported", message),),
+            events=(Event.warning("IntentNotSupported", message),),
         )
     except (RenderError, VariantError) as err:
         return _fail(observed, f"invalid spec: {err}", reason="InvalidSpec", exit_code=EXIT_INVALID_SPEC)
 
-    refs = flux_resource_refs(docs, observed.now)
-    extra["fluxResources"] = [to_wire(r) for r in refs]
-    return phase_write(
+    decision = phase_write(
         observed,
         _P.RUNNING,
         f"rendered {len(docs)} resource(s); waiting for them to become Ready",
         reason="Rendered",
         requeue_after=SHORT,
-        extra=extra,
-        apply=tuple(docs),
+        extra=merged(rows, StatusPatch(flux_resources=flux_resource_refs(docs, observed.now))),
     )
+    return dataclasses.replace(decision, apply=tuple(docs))
 
 
 def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, ChildRef | None]:
-    """(refs with fresh ready/message, any changed, first stalled child) from the child cache (§7.1.5).
+    """(refs with fresh ready/message, any changed, first stalled child) from the child cache.
 
     ``lastCheck`` moves only when a ref's readiness or message changes (no write while waiting).
     """
@@ -350,8 +375,8 @@ def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, Chil
 
 
 def decide_running(observed: Observed, deps: Deps) -> Decision:
-    """DEPLOY + VERIFY (§2.3.4): TTL → Exiting; a stalled child or the boundary timeout → Failed;
-    wait for every child's Ready and the postconditions; then ATTEST (§2.3.5) → Attested."""
+    """Deploy and verify: TTL → Exiting; a stalled child or the boundary timeout → Failed; wait for
+    every child's Ready and the postconditions; then attest → Attested."""
     process = observed.process
     fired = lifetime_clock.evaluate(process, _P.RUNNING, observed.now)
     if fired is not None:
@@ -371,10 +396,10 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
     if timed_out is not None:
         return timed_out
 
-    extra: dict[str, Any] = {"fluxResources": [to_wire(r) for r in refs]} if changed else {}
+    fresh = StatusPatch(flux_resources=refs) if changed else None
     wait = _converging_wait(observed, min(observed.heartbeat_seconds, _heartbeat(observed)))
     if not all(r.ready for r in refs):
-        return Decision(status=extra or None, requeue_after=wait)
+        return Decision(status=fresh, requeue_after=wait)
 
     post = process.spec.boundary.postconditions
     rows: tuple[CheckedCondition, ...] = ()
@@ -384,16 +409,16 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
         rows = result.rows
         if not result.satisfied:
             if _rows_differ(old, rows) or _status_message(process) != "waiting on postconditions":
-                status = _message_write(observed, "waiting on postconditions", reason="PostconditionsUnmet")
-                status["boundary"] = {"postconditions": [to_wire(r) for r in rows]}
-                return Decision(status={**status, **extra}, requeue_after=wait)
-            return Decision(status=extra or None, requeue_after=wait)
+                status = merged(_message_write(observed, "waiting on postconditions", reason="PostconditionsUnmet"),
+                                StatusPatch(boundary=BoundaryPatch(postconditions=list(rows))))
+                return Decision(status=merged(status, fresh), requeue_after=wait)
+            return Decision(status=fresh, requeue_after=wait)
 
     attestation = attest_process(process, now=observed.now, children=refs)
-    extra["attestation"] = attestation_patch(attestation)
-    extra["boundary"] = {"deadline": None}
-    if rows:
-        extra["boundary"]["postconditions"] = [to_wire(r) for r in rows]
+    attested = StatusPatch(
+        attestation=attestation,
+        boundary=BoundaryPatch(deadline=None, postconditions=list(rows) if rows else UNSET),
+    )
     # Our own status write does not requeue us (status-only updates are filtered), so when the
     # teardown policy fires on Attested, come back at TICK rather than a HEARTBEAT later.
     tears_down = lifetime_clock.evaluate(process, _P.ATTESTED, observed.now) is not None
@@ -403,13 +428,25 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
         f"attested generation {attestation.generation}",
         reason="Attested",
         requeue_after=TICK if tears_down else _heartbeat(observed),
-        extra=extra,
+        extra=merged(fresh or StatusPatch(), attested),
     )
 
 
+def _missing_routing(observed: Observed, deps: Deps) -> list[ChildRef]:
+    """Rendered routing children (Ingress, DNSEndpoint) absent from the child cache, in render order.
+
+    A render that fails here is left to Execing to report: it finds nothing missing."""
+    try:
+        docs = deps.render(observed)
+    except (IntentNotSupported, RenderError, VariantError):
+        return []
+    refs = (manifest_ref(doc) for doc in docs)
+    return [ref for ref in refs if not is_flux_resource(ref) and ref not in observed.children]
+
+
 def decide_attested(observed: Observed, deps: Deps) -> Decision:
-    """Heartbeat (§2.3.6, DESIGN §2.9): lifetime clock → Releasing/Exiting; a child not Ready or a
-    postcondition no longer holding → Reconverging; otherwise no writes."""
+    """The heartbeat: lifetime clock → Releasing/Exiting; a child not Ready, a routing child gone, or
+    a postcondition no longer holding → Reconverging; otherwise no writes."""
     process = observed.process
     fired = lifetime_clock.evaluate(process, _P.ATTESTED, observed.now)
     if fired is not None:
@@ -422,8 +459,13 @@ def decide_attested(observed: Observed, deps: Deps) -> Decision:
             "flux resource drift detected",
             reason="Drift",
             requeue_after=SHORT,
-            extra={"fluxResources": [to_wire(r) for r in refs]},
+            extra=StatusPatch(flux_resources=refs),
         )
+    missing = _missing_routing(observed, deps)
+    if missing:
+        gone = "; ".join(f"{ref.kind} {ref.namespace}/{ref.name}" for ref in missing)
+        return phase_write(observed, _P.RECONVERGING, f"routing drift detected: {gone} missing", reason="Drift",
+                           requeue_after=SHORT)
     post = process.spec.boundary.postconditions
     if post:
         result = deps.evaluate(post, observed)
@@ -435,13 +477,13 @@ def decide_attested(observed: Observed, deps: Deps) -> Decision:
                 f"postcondition drift detected: {failing}",
                 reason="Drift",
                 requeue_after=SHORT,
-                extra={"boundary": {"postconditions": [to_wire(r) for r in result.rows]}},
+                extra=StatusPatch(boundary=BoundaryPatch(postconditions=list(result.rows))),
             )
     return Decision(requeue_after=_heartbeat(observed))
 
 
 def decide_reconverging(observed: Observed, deps: Deps) -> Decision:
-    """RECONVERGE (§2.3.7): → Execing with a fresh boundary deadline."""
+    """→ Execing with a fresh boundary deadline."""
     return phase_write(
         observed,
         _P.EXECING,
@@ -453,8 +495,8 @@ def decide_reconverging(observed: Observed, deps: Deps) -> Decision:
 
 
 def decide_releasing(observed: Observed, deps: Deps) -> Decision:
-    """Export window (§10.4), a pass-through until export Jobs exist: → Exiting when released
-    from Attested, → Zombie when released from Failed (annotation ``released-from``)."""
+    """The export window, a pass-through until export Jobs exist: → Exiting when released from
+    Attested, → Zombie when released from Failed (annotation ``released-from``)."""
     process = observed.process
     gate = _P.FAILED if process.metadata.annotations.get(ann.RELEASED_FROM) == "Failed" else _P.ATTESTED
     nxt = _P.ZOMBIE if gate is _P.FAILED else _P.EXITING
@@ -465,7 +507,7 @@ def decide_releasing(observed: Observed, deps: Deps) -> Decision:
         if not applicable
         else f"{len(applicable)} export(s) skipped: export Jobs not supported yet"
     )
-    events = () if not applicable else (Event("Warning", "ExportsNotSupported", why),)
+    events = () if not applicable else (Event.warning("ExportsNotSupported", why),)
     return phase_write(
         observed, nxt, f"releasing → {nxt.value} — {why}", reason="Released", requeue_after=TICK, events=events
     )
@@ -477,9 +519,8 @@ def _pending_signal(child: Process) -> ProcessSignal | None:
 
 
 def decide_exiting(observed: Observed, deps: Deps) -> Decision:
-    """Drain children (§2.3.9, DESIGN §2.1): SIGTERM every child Process, wait
-    ``signals.sigtermGraceSeconds`` from entering Exiting, then SIGKILL the rest (when
-    ``sigkillForce``); → Zombie once no child is left un-Reaped."""
+    """Drain children: SIGTERM every child Process, wait ``signals.sigtermGraceSeconds`` from entering
+    Exiting, then SIGKILL the rest (when ``sigkillForce``); → Zombie once no child is left un-Reaped."""
     process = observed.process
     status = process.status
     has_pid = status is not None and status.pid is not None
@@ -490,17 +531,17 @@ def decide_exiting(observed: Observed, deps: Deps) -> Decision:
     policy = process.spec.signals
     since = status.phase_since if status is not None and status.phase_since is not None else observed.now
     remaining = (since + timedelta(seconds=policy.sigterm_grace_seconds) - observed.now).total_seconds()
-    sends: list[tuple[str, str, ProcessSignal]] = []
+    sends: list[ChildSignal] = []
     if remaining > 0:
         for child in children:
             if child.phase.is_alive and child.phase is not _P.EXITING and _pending_signal(child) is None:
-                sends.append((_ns(child), child.metadata.name or "", ProcessSignal.SIGTERM))
+                sends.append(ChildSignal(_ns(child), child.metadata.name or "", ProcessSignal.SIGTERM))
         message = f"waiting for {len(children)} child Process(es) to exit (SIGTERM)"
         requeue = max(min(SHORT, remaining), TICK)
     elif policy.sigkill_force:
         for child in children:
             if _pending_signal(child) is not ProcessSignal.SIGKILL:
-                sends.append((_ns(child), child.metadata.name or "", ProcessSignal.SIGKILL))
+                sends.append(ChildSignal(_ns(child), child.metadata.name or "", ProcessSignal.SIGKILL))
         message = (
             f"grace period of {policy.sigterm_grace_seconds}s elapsed; "
             f"forcing {len(children)} child Process(es) (SIGKILL)"
@@ -517,8 +558,8 @@ def decide_exiting(observed: Observed, deps: Deps) -> Decision:
 
 
 def decide_failed(observed: Observed, deps: Deps) -> Decision:
-    """Failed (§2.3.10, DESIGN §2.7): deletion → Zombie; the lifetime clock → Releasing or Zombie;
-    otherwise the Process stays Failed for inspection (Stalled=True) until deleted or SIGKILLed."""
+    """Deletion → Zombie; the lifetime clock → Releasing or Zombie; otherwise the Process stays
+    Failed for inspection (Stalled=True) until deleted or SIGKILLed."""
     process = observed.process
     if process.metadata.deletion_timestamp is not None:
         return phase_write(observed, _P.ZOMBIE, "deletion requested", reason="DeletionRequested", requeue_after=TICK)
@@ -531,20 +572,16 @@ def decide_failed(observed: Observed, deps: Deps) -> Decision:
 
 
 def decide_zombie(observed: Observed, deps: Deps) -> Decision:
-    """Zombie (§2.3.11): → Reaped."""
+    """→ Reaped."""
     return phase_write(observed, _P.REAPED, "reaped", reason="Reaped", requeue_after=TICK)
 
 
 def decide_reaped(observed: Observed, deps: Deps) -> Decision:
-    """Reaped (§2.3.12, DESIGN §2.2): delete the owned children still cached, release the
-    finalizer, and delete an ephemeral Process that is not already being deleted. No requeue."""
+    """Delete the owned children still cached (every rendered kind), release the Process (its finalizer
+    goes), and delete an ephemeral Process that is not already being deleted. No requeue."""
     process = observed.process
     delete_self = process.spec.lifetime.is_ephemeral and process.metadata.deletion_timestamp is None
-    return Decision(
-        delete=tuple(observed.children),
-        remove_finalizer=fin.PROCESS in process.metadata.finalizers,
-        delete_self=delete_self,
-    )
+    return Decision(delete=tuple(observed.children), released=True, delete_self=delete_self)
 
 
 Handler = Callable[[Observed, Deps], Decision]
@@ -570,7 +607,7 @@ _STRIP: dict[str, str | None] = {ann.SIGNAL: None}
 
 
 def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) -> Decision:
-    """Apply one signal (§4.1–§4.3): the effect and the annotation strip in one Decision.
+    """Apply one signal (docs/behaviour.md#signal-effects): the effect and the annotation strip in one Decision.
 
     An unknown value → Warning ``InvalidSignal``, annotation cleared, nothing else.
     """
@@ -579,8 +616,8 @@ def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) ->
         text = f"unknown signal {raw!r}; annotation removed without effect"
         return Decision(
             annotations=_STRIP,
-            events=(Event("Warning", "InvalidSignal", text),),
-            signal=(raw, "invalid"),
+            events=(Event.warning("InvalidSignal", text),),
+            signal=SignalCount(raw, "invalid"),
             requeue_after=TICK,
         )
     effect = effect_of(signal, process.phase, process.spec.signals)
@@ -588,18 +625,17 @@ def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) ->
     if effect.kind is EffectKind.NOTHING:
         return Decision(
             annotations=_STRIP,
-            events=(Event("Normal", "SignalIgnored", f"{name} ignored: {effect.why}"),),
-            signal=(name, "ignored"),
+            events=(Event.normal("SignalIgnored", f"{name} ignored: {effect.why}"),),
+            signal=SignalCount(name, "ignored"),
             requeue_after=TICK,
         )
-    received = (Event("Normal", "SignalReceived", f"{name} received in {process.phase.value}"),)
-    common: dict[str, Any] = {"annotations": _STRIP, "signal": (name, "applied"), "events": received}
-    if effect.kind is EffectKind.SUSPEND:
-        return Decision(suspended=True, requeue_after=TICK, **common)
-    if effect.kind is EffectKind.RESUME:
-        return Decision(suspended=False, requeue_after=TICK, **common)
+    received = Event.normal("SignalReceived", f"{name} received in {process.phase.value}")
+    applied = SignalCount(name, "applied")
+    if effect.kind in (EffectKind.SUSPEND, EffectKind.RESUME):
+        return Decision(annotations=_STRIP, suspended=effect.kind is EffectKind.SUSPEND, signal=applied,
+                        events=(received,), requeue_after=TICK)
     assert effect.target is not None
-    extra = {"exitCode": EXIT_SIGKILL} if signal is ProcessSignal.SIGKILL else None
+    extra = StatusPatch(exit_code=EXIT_SIGKILL) if signal is ProcessSignal.SIGKILL else None
     return phase_write(
         observed,
         effect.target,
@@ -607,12 +643,14 @@ def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) ->
         reason=f"Signal{signal.short.title()}",
         requeue_after=TICK,
         extra=extra,
-        **common,
+        annotations=_STRIP,
+        signal=applied,
+        events=(received,),
     )
 
 
 def decide(observed: Observed, deps: Deps | None = None) -> Decision:
-    """One reconcile of one Process (§2.2), in order:
+    """One reconcile of one Process (docs/behaviour.md#one-process-reconcile), in order:
 
     1. deletion pre-emption: an alive Process being deleted goes to Exiting **once**;
     2. the signal annotation, if any (every phase; one-shot);
@@ -639,6 +677,6 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
         return HANDLERS[phase](observed, deps)
     except IllegalTransition as err:
         return Decision(
-            events=(Event("Warning", "IllegalTransition", str(err)),),
+            events=(Event.warning("IllegalTransition", str(err)),),
             requeue_after=observed.heartbeat_seconds,
         )

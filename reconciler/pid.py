@@ -1,16 +1,13 @@
-"""Race-free PID allocation from the ``ProcessTable`` singleton ``proc``.
+"""Race-free PID allocation from the ``ProcessTable`` singleton ``proc`` (docs/behaviour.md#pids).
 
-Behaviour: process-reconciler §2.3.2 step 2, §5.2, §5.3; process-crd §8.4, §12.1;
-DESIGN §2.5 and §2.8.
+The bump of ``spec.nextSequence`` carries the table's ``metadata.resourceVersion``: the API server
+answers 409 when anybody bumped in between, and we re-read and retry after a short jittered wait
+(:data:`ALLOCATION_BACKOFF`). Exactly one writer wins each sequence number, so PIDs are unique
+(an unguarded bump, as the reference writes it, lets two Processes forking at once share one:
+docs/divergences.md#pid-allocation).
 
-The reference reads ``spec.nextSequence`` and writes ``seq+1`` with an unguarded merge
-patch, so two Processes forking at once can get the same PID (§5.2 "Observed race"). Here
-the bump carries the table's ``metadata.resourceVersion``: the API server answers 409 when
-anybody bumped in between, and we re-read and retry after a short jittered wait. Exactly one
-writer wins each sequence number, so PIDs are unique.
-
-``maxDepth`` / ``maxChildren`` (ignored by the reference) are enforced before the bump, so a
-refused Process consumes no sequence number. Both are 0 = unlimited (process-crd §12.1).
+``maxDepth`` / ``maxChildren`` are enforced before the bump, so a refused Process consumes no
+sequence number. Both are 0 = unlimited (docs/behaviour.md#pid-limits).
 
 - *Depth* of a PID is its number of process levels: ``seph.1`` → 1, ``seph.1.7`` → 2. It is
   counted as the trailing all-digit segments (the first segment is always the root's identity
@@ -26,39 +23,42 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Final
 
 import anyio
 import msgspec
 
-from shared.domain.api.codec import decode, decode_table, to_wire
+from reconciler.table import read_table
 from shared.domain.api.process import Process
-from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTableSpec
+from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTableSpec
 from shared.domain.identity import allocate_pid as format_pid
 from shared.domain.identity import derive_identity, pid_segments
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
-from shared.kube.errors import Conflict, NotFound
-from shared.kube.meta import ObjectMeta
+from shared.kube.errors import Conflict
+from shared.kube.pager import list_all
+from shared.kube.ratelimit import Backoff
 
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "ALLOCATION_BACKOFF",
     "MAX_SEQUENCE",
-    "AllocationBackoff",
     "PidAllocationError",
     "PidRefused",
     "allocate_pid",
     "check_limits",
     "children_of",
-    "default_table",
     "identity_name",
     "pid_level",
 ]
 
 MAX_SEQUENCE: Final = 2**32 - 1
-"""``nextSequence`` is a u32 (process-crd §12.1); the last usable sequence number."""
+"""``nextSequence`` is a u32; the last usable sequence number."""
+
+ALLOCATION_BACKOFF: Final = Backoff(initial=0.0025, factor=1.5, cap=0.125, jitter=1.0, steps=50)
+"""Waits between conflicting bumps, at most 50 bumps: ``min(0.125, 0.0025·1.5^i)·(1 + U[0,1))`` seconds,
+i.e. 2.5–5 ms first, at most 250 ms (the jitter spreads contenders apart)."""
 
 
 class PidRefused(Exception):
@@ -74,40 +74,15 @@ class PidRefused(Exception):
 
 
 class PidAllocationError(Exception):
-    """The sequence bump kept conflicting for every attempt of :class:`AllocationBackoff`."""
-
-
-@dataclass(frozen=True)
-class AllocationBackoff:
-    """Waits between conflicting bumps: ``min(cap, base·factor^i)`` scaled by a random factor in
-    ``[0.5, 1.0)`` (jitter spreads contenders apart), for at most ``attempts`` bumps."""
-
-    attempts: int = 50
-    base: float = 0.005
-    factor: float = 1.5
-    cap: float = 0.25
-
-    def delay(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
-        """Seconds to wait after failed bump number ``attempt`` (0-based)."""
-        return min(self.cap, self.base * self.factor**attempt) * (0.5 + 0.5 * rng())
-
-
-DEFAULT_BACKOFF: Final = AllocationBackoff()
+    """The sequence bump kept conflicting for every attempt of the backoff."""
 
 
 # ── pure parts ───────────────────────────────────────────────────────────────
 
 
-def default_table(name: str = PROCESS_TABLE_NAME) -> ProcessTable:
-    """The table the reconciler creates when missing (process-reconciler §5.3): spec defaults
-    ``nextSequence 1, maxDepth 0, maxChildren 0, sigtermTimeoutSeconds 480,
-    zombieTimeoutSeconds 600, orphanReapingEnabled true``, no status."""
-    return ProcessTable(metadata=ObjectMeta(name=name), spec=ProcessTableSpec())
-
-
 def identity_name(process: Process) -> str:
     """``status.identity.name`` when stored, else derived from the spec as Pending does
-    (process-reconciler §2.3.2 step 2a, process-crd §8.2)."""
+    (docs/wire-format.md#identity-name)."""
     if process.status is not None and process.status.identity is not None:
         return process.status.identity.name
     return derive_identity(process.spec).name
@@ -148,7 +123,7 @@ def children_of(
 
 def check_limits(spec: ProcessTableSpec, parent: str | None, name: str, children: int) -> None:
     """Raise :class:`PidRefused` when a new PID under ``parent`` (None/"" = root named ``name``)
-    would break ``spec.maxDepth`` or ``spec.maxChildren`` (0 = unlimited; DESIGN §2.8).
+    would break ``spec.maxDepth`` or ``spec.maxChildren`` (0 = unlimited).
 
     ``children``: Processes already holding a PID under ``parent``.
     """
@@ -164,37 +139,13 @@ def check_limits(spec: ProcessTableSpec, parent: str | None, name: str, children
 # ── the guarded bump ─────────────────────────────────────────────────────────
 
 
-async def _read_or_create(client: KubeClient, name: str) -> ProcessTable:
-    """GET the table; on 404 POST the default one; a concurrent create (409) → GET again."""
-    try:
-        return decode_table(await client.get(PROCESS_TABLES, name))
-    except NotFound:
-        pass
-    try:
-        return decode_table(await client.create(PROCESS_TABLES, to_wire(default_table(name))))
-    except Conflict:
-        return decode_table(await client.get(PROCESS_TABLES, name))
-
-
-class _ListMeta(msgspec.Struct, frozen=True):
-    continue_: str | None = msgspec.field(default=None, name="continue")
-
-
-class _ProcessList(msgspec.Struct):
-    metadata: _ListMeta = _ListMeta()
-    items: list[Process] = []
+_process_decoder: Final = msgspec.json.Decoder(Process)
 
 
 async def _count_children(client: KubeClient, parent: str, process: Process) -> int:
-    """LIST Processes cluster-wide (all pages) and count ``parent``'s children."""
-    count, token = 0, None
-    while True:
-        raw = await client.list(PROCESSES, limit=500, continue_=token)
-        page = decode(raw, _ProcessList)
-        count += children_of(parent, page.items, exclude=(process.metadata.namespace, process.metadata.name))
-        token = page.metadata.continue_ or None
-        if token is None:
-            return count
+    """LIST Processes cluster-wide (every page) and count ``parent``'s children."""
+    listing = await list_all(client, PROCESSES, _process_decoder.decode)
+    return children_of(parent, listing.items, exclude=(process.metadata.namespace, process.metadata.name))
 
 
 async def allocate_pid(
@@ -203,26 +154,28 @@ async def allocate_pid(
     *,
     table_name: str = PROCESS_TABLE_NAME,
     children: int | Callable[[str], Awaitable[int]] | None = None,
-    backoff: AllocationBackoff = DEFAULT_BACKOFF,
+    backoff: Backoff = ALLOCATION_BACKOFF,
     rng: Callable[[], float] = random.random,
 ) -> str:
     """Allocate the PID of ``process`` from table ``table_name`` and return it.
 
     ``<spec.identity.parent>.<seq>`` for a child, ``<identity name>.<seq>`` for a root
-    (process-crd §8.4). The table is created with defaults when missing (§5.3). The bump
-    ``nextSequence → seq+1`` is a merge patch carrying the read ``resourceVersion``; a 409
-    re-reads and retries after :class:`AllocationBackoff` (DESIGN §2.5). Writes nothing to the
-    Process: the caller stores the PID in ``status.pid`` (and ``status.parent``).
-    Returns ``status.pid`` unchanged, with no request, when it is already set.
+    (docs/wire-format.md#pid-format). The table is created with defaults when missing. The bump
+    ``nextSequence → seq+1`` is a merge patch carrying the read ``resourceVersion``; a 409 re-reads
+    and retries after ``backoff``'s next wait. Writes nothing to the Process: the caller stores the
+    PID in ``status.pid`` (and ``status.parent``). Returns ``status.pid`` unchanged, with no
+    request, when it is already set.
 
     Args:
         children: how many Processes already hold a PID under the parent, or an async callable
             ``parent -> count`` (e.g. from an informer cache). None: LIST Processes when the
             table sets ``maxChildren`` and the Process has a parent.
+        backoff: waits between conflicting bumps; ``backoff.steps`` bounds the bumps.
+        rng: uniform [0, 1) numbers for the jitter.
 
     Raises:
         PidRefused: ``maxDepth`` / ``maxChildren`` forbid it, or the sequence is exhausted.
-        PidAllocationError: every bump attempt conflicted.
+        PidAllocationError: every bump conflicted.
         ApiError: any other API failure (typed, from :mod:`shared.kube.errors`).
     """
     if process.status is not None and process.status.pid:
@@ -230,8 +183,11 @@ async def allocate_pid(
     parent = process.spec.identity.parent or None
     name = identity_name(process)
     counted: int | None = children if isinstance(children, int) else None
-    for attempt in range(backoff.attempts):
-        table = await _read_or_create(client, table_name)
+    waits = backoff.delays(rng)
+    attempts = 0
+    while True:
+        attempts += 1
+        table = await read_table(client, table_name)
         if parent and table.spec.max_children and counted is None:
             if callable(children):
                 counted = await children(parent)
@@ -246,9 +202,11 @@ async def allocate_pid(
         try:
             await client.merge_patch(PROCESS_TABLES, table_name, patch)
         except Conflict:
-            log.debug("ProcessTable %s bump %d conflicted (attempt %d)", table_name, seq, attempt + 1)
-            await anyio.sleep(backoff.delay(attempt, rng))
+            log.debug("ProcessTable %s bump %d conflicted (attempt %d)", table_name, seq, attempts)
+            wait = next(waits, None)
+            if wait is None:
+                raise PidAllocationError(
+                    f"ProcessTable {table_name}: nextSequence bump conflicted {attempts} times") from None
+            await anyio.sleep(wait)
             continue
         return format_pid(name, parent, seq)
-    raise PidAllocationError(
-        f"ProcessTable {table_name}: nextSequence bump conflicted {backoff.attempts} times")

@@ -20,16 +20,15 @@ conditions costs no request here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Collection, Sequence
+from typing import Final
 
 import aiohttp
 import anyio
 import msgspec
 
 from reconciler.boundary import promql_queries, referenced_refs
-from reconciler.decision import ChildRef, ChildState
-from reconciler.render import child_state
+from reconciler.children import ChildRef, ChildState, child_state
 from shared.domain.api.boundary import Condition
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
@@ -61,7 +60,7 @@ class _Sample(msgspec.Struct):
 
 class _Data(msgspec.Struct, rename="camel"):
     result_type: str = ""
-    result: Any = None
+    result: object = None
 
 
 class _Response(msgspec.Struct):
@@ -216,7 +215,8 @@ class Prefetcher:
         except ApiError as err:
             log.warning("boundary reference %s %s/%s: %s", ref.kind, ref.namespace, ref.name, err)
             return None
-        doc = msgspec.json.decode(raw)
-        if not isinstance(doc, Mapping):
-            return None
-        return child_state(dict(doc))
+        try:
+            doc = msgspec.json.decode(raw, type=dict[str, object])
+        except msgspec.ValidationError:
+            return None  # not a JSON object
+        return child_state(doc)

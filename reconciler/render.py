@@ -1,23 +1,26 @@
-"""Render a Process into the child documents the executor server-side applies.
+"""Render a Process into the child manifests the executor server-side applies.
 
-— spec/process-reconciler.md §7 (ownership and annotations §7.1.1, Ready parsing §7.1.5,
-flux §7.2, aplicacao §7.3, encapsulation §7.4, other intents §7.5, routing §7.6),
-with DESIGN.md §2.3 (one controller ownerReference, no ``/`` in label values).
+What each intent and the routing spec render, and the ownership stamps every child carries:
+docs/behaviour.md#rendering (exactly one controller ownerReference, no ``/`` in a label value).
 
-Pure: no I/O. ``render_children`` returns plain JSON-ready dicts with ``apiVersion``,
-``kind``, ``metadata.name`` and ``metadata.namespace`` set, in apply order.
+Pure: no I/O. :func:`render_children` returns typed manifests (:data:`Manifest`,
+from :mod:`shared.domain.manifests`) with ``apiVersion``, ``kind``, ``metadata.name`` and
+``metadata.namespace`` set, in apply order. :data:`RENDERED_KINDS` lists the kinds it can emit:
+the reconciler watches exactly those.
 """
 
 from __future__ import annotations
 
 import re
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from blake3 import blake3
 
-from reconciler.decision import ChildRef, ChildState
+from reconciler.children import ChildRef, is_flux_resource
 from shared.domain import annotations as ann
 from shared.domain import labels
 from shared.domain.api.encapsulates import EncapsulationMode
@@ -27,45 +30,60 @@ from shared.domain.api.routing import RoutingHostname, RoutingSpec
 from shared.domain.duration import DurationError, parse_duration_ns, to_go_duration
 from shared.domain.group import API_VERSION
 from shared.domain.identity import ephemeral_id
+from shared.domain.manifests.flux import (
+    CrossNamespaceSourceReference,
+    Decryption,
+    HelmChartTemplate,
+    HelmChartTemplateSpec,
+    HelmRelease,
+    HelmReleaseSpec,
+    Kustomization,
+    KustomizationSpec,
+    LocalObjectReference,
+    OCIRepository,
+    OCIRepositoryRef,
+    OCIRepositorySpec,
+    ReleaseAction,
+    Remediation,
+)
+from shared.domain.manifests.routing import (
+    DNSEndpoint,
+    DNSEndpointSpec,
+    Endpoint,
+    HTTPIngressPath,
+    HTTPIngressRuleValue,
+    Ingress,
+    IngressBackend,
+    IngressRule,
+    IngressServiceBackend,
+    IngressSpec,
+    IngressTLS,
+    ServiceBackendPort,
+)
+from shared.kube.client import Resource
+from shared.kube.meta import ObjectMeta, OwnerReference
 
 __all__ = [
-    "DNS_ENDPOINT_API_VERSION",
     "FIELD_MANAGER",
-    "FLUX_API_GROUPS",
-    "HELM_RELEASE_API_VERSION",
-    "INGRESS_API_VERSION",
-    "KUSTOMIZATION_API_VERSION",
-    "OCI_REPOSITORY_API_VERSION",
-    "TERMINAL_REASONS",
+    "RENDERED_KINDS",
     "IntentNotSupported",
+    "Manifest",
     "RenderError",
     "RoutingConfig",
-    "child_ref",
-    "child_state",
     "flux_resource_refs",
-    "is_flux_resource",
+    "manifest_ref",
     "process_label_value",
     "render_children",
 ]
 
 FIELD_MANAGER: Final = "tatara-reconciler"
-"""SSA field manager and the ``managed-by`` value (spec §0.3)."""
+"""Server-side apply field manager and the ``managed-by`` value (docs/wire-format.md#field-managers)."""
 
-# Pinned to the served+storage versions of tools/crds/third_party (Flux v2.x, external-dns).
-KUSTOMIZATION_API_VERSION: Final = "kustomize.toolkit.fluxcd.io/v1"
-HELM_RELEASE_API_VERSION: Final = "helm.toolkit.fluxcd.io/v2"
-OCI_REPOSITORY_API_VERSION: Final = "source.toolkit.fluxcd.io/v1"
-"""The reference writes ``v1beta2``; current Flux serves only ``v1`` (docs/divergences.md)."""
-INGRESS_API_VERSION: Final = "networking.k8s.io/v1"
-DNS_ENDPOINT_API_VERSION: Final = "externaldns.k8s.io/v1alpha1"
+Manifest = Kustomization | HelmRelease | OCIRepository | Ingress | DNSEndpoint
+"""Every kind :func:`render_children` can emit."""
 
-FLUX_API_GROUPS: Final = frozenset(
-    {"kustomize.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io", "source.toolkit.fluxcd.io"}
-)
-"""Children from these groups are the Process's *flux refs* (spec §2.3.3 step 3); routing is not."""
-
-TERMINAL_REASONS: Final = frozenset({"RetriesExceeded", "InvalidChartReference", "MissingRollbackTarget"})
-"""Flux ``Ready=False`` reasons that no retry will fix: the child is stalled (DESIGN §2.7)."""
+RENDERED_KINDS: Final[tuple[Resource, ...]] = tuple(kind.RESOURCE for kind in typing.get_args(Manifest))
+"""The resources of :data:`Manifest`, in that order: the child kinds the reconciler watches, and deletes at Reaped."""
 
 _DNS_LABEL: Final = re.compile(r"[a-z0-9-]*")
 _RESERVED_APPS: Final = frozenset({"auth", "cracha"})
@@ -74,7 +92,7 @@ _DEFAULT_INSTALL_TIMEOUT: Final = "25m"
 
 
 class IntentNotSupported(Exception):
-    """The intent variant is one this controller does not render (spec §7.5): nix, lisp, container, guest."""
+    """The intent variant is one this controller does not render: nix, lisp, container, guest."""
 
     def __init__(self, intent: str) -> None:
         self.intent = intent
@@ -87,7 +105,7 @@ class RenderError(ValueError):
 
 @dataclass(frozen=True)
 class RoutingConfig:
-    """Fleet settings for routing (spec §7.6, process-crd §10.1): ``TATARA_FLEET_*`` and
+    """Fleet settings for routing (docs/wire-format.md#hostnames): ``TATARA_FLEET_*`` and
     ``--dns-lb-target`` (DNSEndpoints are left out when it is empty)."""
 
     cluster: str = "pleme-dev"
@@ -96,15 +114,15 @@ class RoutingConfig:
     dns_lb_target: str = ""
 
 
-# ── naming helpers ─────────────────────────────────────────────────────────────
+# ── naming and metadata ────────────────────────────────────────────────────────
 
 
 def process_label_value(namespace: str, name: str) -> str:
-    """A legal label value naming the Process: ``<namespace>.<name>`` (DESIGN §2.3).
+    """A legal label value naming the Process: ``<namespace>.<name>``.
 
-    The reference writes ``<ns>/<name>``, which the API server rejects in a label. A
-    namespace has no dots, so the first ``.`` splits it back. Over 63 characters the
-    value is cut to 54 and suffixed ``-<8 hex of BLAKE3(ns/name)>`` so it stays unique.
+    (A ``<ns>/<name>`` value would be rejected in a label.) A namespace has no dots, so the first
+    ``.`` splits it back. Over 63 characters the value is cut to 54 and suffixed
+    ``-<8 hex of BLAKE3(ns/name)>`` so it stays unique.
     """
     value = f"{namespace}.{name}"
     if len(value) <= 63:
@@ -123,41 +141,65 @@ def _name(process: Process) -> str:
     return process.metadata.name
 
 
-def _base(api_version: str, kind: str, name: str, namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
-    }
+@dataclass(frozen=True)
+class _Owner:
+    """What every child of one Process carries: its ownerReference and its stamp annotations."""
+
+    process: Process
+    reference: OwnerReference
+    stamps: Mapping[str, str]
+
+    def metadata(self, name: str, annotations: Mapping[str, str] | None = None,
+                 labels: Mapping[str, str] | None = None) -> ObjectMeta:
+        """A child's metadata: in the Process's namespace, ``annotations`` under the stamps (which win)."""
+        return ObjectMeta(name=name, namespace=_ns(self.process), annotations={**(annotations or {}), **self.stamps},
+                          labels=dict(labels or {}), owner_references=[self.reference])
+
+
+def _owner(process: Process, owner_uid: str) -> _Owner:
+    """The ownerReference (controller, blockOwnerDeletion) and the stamps: ``managed-by``, ``process``, and
+    ``pid``, ``content-hash``, ``generation``, ``attestation-root`` when set in status (the last two are
+    the *previous* attestation's)."""
+    name, namespace = _name(process), _ns(process)
+    reference = OwnerReference(api_version=API_VERSION, kind="Process", name=name, uid=owner_uid,
+                               controller=True, block_owner_deletion=True)
+    stamps = {ann.MANAGED_BY: FIELD_MANAGER, ann.PROCESS: ann.qualified_ref(namespace, name)}
+    status = process.status
+    if status is not None:
+        if status.pid:
+            stamps[ann.PID] = status.pid
+        if status.identity is not None:
+            stamps[ann.CONTENT_HASH] = status.identity.content_hash
+        if status.attestation is not None:
+            stamps[ann.GENERATION] = str(status.attestation.generation)
+            stamps[ann.ATTESTATION_ROOT] = status.attestation.composed_root
+    return _Owner(process, reference, stamps)
 
 
 # ── intents ────────────────────────────────────────────────────────────────────
 
 
-def _kustomization(process: Process, flux: FluxIntent, base_ann: dict[str, str]) -> dict[str, Any]:
-    """spec §7.2."""
-    spec: dict[str, Any] = {
-        "interval": "1m",
-        "path": flux.path,
-        "prune": True,
-        "sourceRef": {
-            "kind": "GitRepository",
-            "name": flux.git_repository,
-            "namespace": flux.git_repository_namespace or "flux-system",
-        },
-    }
-    if flux.target_namespace:
-        spec["targetNamespace"] = flux.target_namespace
-    if flux.decrypt_sops:
-        spec["decryption"] = {"provider": "sops", "secretRef": {"name": "sops-age"}}
-    doc = _base(KUSTOMIZATION_API_VERSION, "Kustomization", _name(process), _ns(process), base_ann)
-    doc["spec"] = spec
-    return doc
+def _kustomization(owner: _Owner, flux: FluxIntent) -> Kustomization:
+    """A ``flux`` intent: one Kustomization named after the Process."""
+    return Kustomization(
+        metadata=owner.metadata(_name(owner.process)),
+        spec=KustomizationSpec(
+            interval="1m",
+            path=flux.path,
+            prune=True,
+            source_ref=CrossNamespaceSourceReference(
+                kind="GitRepository", name=flux.git_repository,
+                namespace=flux.git_repository_namespace or "flux-system"),
+            target_namespace=flux.target_namespace or None,
+            decryption=(Decryption(provider="sops", secret_ref=LocalObjectReference(name="sops-age"))
+                        if flux.decrypt_sops else None),
+        ),
+    )
 
 
 def _install_timeout(value: str | None) -> str:
     """``installTimeout`` or ``25m``; a humantime value Flux's Go pattern rejects (``1h 30m``)
-    is rewritten as a Go duration (docs/divergences.md)."""
+    is rewritten as a Go duration (docs/divergences.md#render-installtimeout)."""
     text = value or _DEFAULT_INSTALL_TIMEOUT
     if _GO_DURATION.match(text):
         return text
@@ -167,11 +209,10 @@ def _install_timeout(value: str | None) -> str:
         raise RenderError(f"intent.aplicacao.installTimeout {text!r}: {err}") from None
 
 
-def _aplicacao(process: Process, app: AplicacaoIntent, base_ann: dict[str, str]) -> list[dict[str, Any]]:
-    """spec §7.3: [OCIRepository, HelmRelease] for ``oci://`` charts, else [HelmRelease]."""
-    name, namespace = _name(process), _ns(process)
-    overlay: Any = app.values_overlay
-    values: dict[str, Any]
+def _values(app: AplicacaoIntent) -> dict[str, object]:
+    """The Helm values: the overlay object (``{}`` for null, a non-object wrapped as ``_overlay``), then ``profile``."""
+    overlay: object = app.values_overlay
+    values: dict[str, object]
     if overlay is None:
         values = {}
     elif isinstance(overlay, dict):
@@ -180,41 +221,11 @@ def _aplicacao(process: Process, app: AplicacaoIntent, base_ann: dict[str, str])
         values = {"_overlay": overlay}
     if app.profile:
         values["profile"] = app.profile
-
-    docs: list[dict[str, Any]] = []
-    spec: dict[str, Any] = {
-        "interval": "5m",
-        "releaseName": app.release_name or name,
-        "targetNamespace": app.target_namespace or namespace,
-    }
-    if app.chart_ref.startswith("oci://"):
-        oci = _base(OCI_REPOSITORY_API_VERSION, "OCIRepository", name, namespace, base_ann)
-        oci["spec"] = {"interval": "5m", "url": app.chart_ref, "ref": {"tag": app.version}}
-        docs.append(oci)
-        spec["chartRef"] = {"kind": "OCIRepository", "name": name, "namespace": namespace}
-    else:
-        repo, sep, chart = app.chart_ref.partition("/")
-        if not sep:
-            repo, chart = "default", app.chart_ref
-        spec["chart"] = {
-            "spec": {
-                "chart": chart,
-                "version": app.version,
-                "sourceRef": {"kind": "HelmRepository", "name": repo, "namespace": "flux-system"},
-            }
-        }
-    timeout = _install_timeout(app.install_timeout)
-    spec["install"] = {"timeout": timeout, "remediation": {"retries": 3}}
-    spec["upgrade"] = {"timeout": timeout, "remediation": {"retries": 3}}
-    spec["values"] = values
-    release = _base(HELM_RELEASE_API_VERSION, "HelmRelease", name, namespace, base_ann)
-    release["spec"] = spec
-    docs.append(release)
-    return docs
+    return values
 
 
 def _adopt_annotations(process: Process) -> dict[str, str]:
-    """spec §7.4: Adopt-mode annotations for aplicacao children."""
+    """Adopt-mode annotations for aplicacao children."""
     enc = process.spec.encapsulates
     if enc is None or enc.mode is not EncapsulationMode.ADOPT:
         return {}
@@ -226,28 +237,63 @@ def _adopt_annotations(process: Process) -> dict[str, str]:
     return out
 
 
-def _intent_children(process: Process, base_ann: dict[str, str]) -> list[dict[str, Any]]:
+def _aplicacao(owner: _Owner, app: AplicacaoIntent) -> list[Manifest]:
+    """An ``aplicacao`` intent: [OCIRepository, HelmRelease] for ``oci://`` charts, else [HelmRelease]."""
+    process = owner.process
+    name, namespace = _name(process), _ns(process)
+    annotations = _adopt_annotations(process)
+    docs: list[Manifest] = []
+    chart_ref: CrossNamespaceSourceReference | None = None
+    chart: HelmChartTemplate | None = None
+    if app.chart_ref.startswith("oci://"):
+        docs.append(OCIRepository(
+            metadata=owner.metadata(name, annotations),
+            spec=OCIRepositorySpec(interval="5m", url=app.chart_ref, ref=OCIRepositoryRef(tag=app.version)),
+        ))
+        chart_ref = CrossNamespaceSourceReference(kind="OCIRepository", name=name, namespace=namespace)
+    else:
+        repo, sep, chart_name = app.chart_ref.partition("/")
+        if not sep:
+            repo, chart_name = "default", app.chart_ref
+        chart = HelmChartTemplate(spec=HelmChartTemplateSpec(
+            chart=chart_name, version=app.version,
+            source_ref=CrossNamespaceSourceReference(kind="HelmRepository", name=repo, namespace="flux-system")))
+    action = ReleaseAction(timeout=_install_timeout(app.install_timeout), remediation=Remediation(retries=3))
+    docs.append(HelmRelease(
+        metadata=owner.metadata(name, annotations),
+        spec=HelmReleaseSpec(
+            interval="5m",
+            release_name=app.release_name or name,
+            target_namespace=app.target_namespace or namespace,
+            chart_ref=chart_ref,
+            chart=chart,
+            install=action,
+            upgrade=action,
+            values=_values(app),
+        ),
+    ))
+    return docs
+
+
+def _intent_children(owner: _Owner) -> list[Manifest]:
+    process = owner.process
     enc = process.spec.encapsulates
     if enc is not None and not enc.mode.emits_workload:
-        return []  # Observe (§7.4)
+        return []  # Observe
     intent = process.spec.intent
-    kind = intent.kind().value  # raises VariantError for zero or several variants (§2.3.3 step 2)
+    kind = intent.kind().value  # raises VariantError for zero or several variants
     if intent.flux is not None:
-        return [_kustomization(process, intent.flux, base_ann)]
+        return [_kustomization(owner, intent.flux)]
     if intent.aplicacao is not None:
-        docs = _aplicacao(process, intent.aplicacao, base_ann)
-        extra = _adopt_annotations(process)
-        for doc in docs:
-            doc["metadata"]["annotations"].update(extra)
-        return docs
+        return _aplicacao(owner, intent.aplicacao)
     raise IntentNotSupported(kind)
 
 
-# ── routing (§7.6) ────────────────────────────────────────────────────────────
+# ── routing ───────────────────────────────────────────────────────────────────
 
 
 def _check_label(label: str, segment: str) -> None:
-    """process-crd §10.2 label rules; message ``invalid DNS label "<l>" for segment <s>: <why>``."""
+    """The DNS label rules; message ``invalid DNS label "<l>" for segment <s>: <why>``."""
     reason = None
     if not 1 <= len(label.encode()) <= 63:
         reason = "must be 1–63 characters"
@@ -260,7 +306,7 @@ def _check_label(label: str, segment: str) -> None:
 
 
 def _fqdn(app: str, eph: str | None, cluster: str, cfg: RoutingConfig) -> str:
-    """process-crd §10.1–§10.2, checks in the documented order."""
+    """``<app>[.<eph>].<cluster>.<location>.<domain>`` (docs/wire-format.md#hostnames), checks in that order."""
     _check_label(app, "app")
     if app in _RESERVED_APPS:
         raise RenderError(f'app label "{app}" is reserved for the saguão control plane')
@@ -276,17 +322,10 @@ def _fqdn(app: str, eph: str | None, cluster: str, cfg: RoutingConfig) -> str:
     return f"{app}.{middle}{cluster}.{cfg.location}.{cfg.domain}"
 
 
-def _routing_pair(
-    process: Process,
-    routing: RoutingSpec,
-    host: RoutingHostname,
-    *,
-    form: str,
-    suffix: str,
-    fqdn: str,
-    cfg: RoutingConfig,
-    base_ann: dict[str, str],
-) -> list[dict[str, Any]]:
+def _routing_pair(owner: _Owner, routing: RoutingSpec, host: RoutingHostname, *, form: str, suffix: str,
+                  fqdn: str, cfg: RoutingConfig) -> list[Manifest]:
+    """The Ingress for ``fqdn`` and, with a ``--dns-lb-target``, its CNAME DNSEndpoint."""
+    process = owner.process
     name, namespace = _name(process), _ns(process)
     ingress_name = f"{name}-{host.app}-{suffix}"
     route_labels = {
@@ -295,49 +334,35 @@ def _routing_pair(
         labels.APP: host.app,
         labels.ROUTING_FORM: form,
     }
-    ingress_ann = {**base_ann, ann.ROUTING_FORM: form, **routing.backend.ingress_annotations}
+    ingress_ann = {ann.ROUTING_FORM: form, **routing.backend.ingress_annotations}
     ingress_ann["cert-manager.io/cluster-issuer"] = routing.backend.tls_issuer or "letsencrypt-prod"
-    ingress = _base(INGRESS_API_VERSION, "Ingress", ingress_name, namespace, ingress_ann)
-    ingress["metadata"]["labels"] = dict(route_labels)
-    ingress["spec"] = {
-        "ingressClassName": "nginx",
-        "tls": [{"hosts": [fqdn], "secretName": f"{ingress_name}-tls"}],
-        "rules": [
-            {
-                "host": fqdn,
-                "http": {
-                    "paths": [
-                        {
-                            "path": "/",
-                            "pathType": "Prefix",
-                            "backend": {
-                                "service": {"name": routing.backend.service, "port": {"number": routing.backend.port}}
-                            },
-                        }
-                    ]
-                },
-            }
-        ],
-    }
-    docs = [ingress]
+    backend = IngressBackend(service=IngressServiceBackend(
+        name=routing.backend.service, port=ServiceBackendPort(number=routing.backend.port)))
+    docs: list[Manifest] = [Ingress(
+        metadata=owner.metadata(ingress_name, ingress_ann, route_labels),
+        spec=IngressSpec(
+            ingress_class_name="nginx",
+            tls=[IngressTLS(hosts=[fqdn], secret_name=f"{ingress_name}-tls")],
+            rules=[IngressRule(host=fqdn, http=HTTPIngressRuleValue(
+                paths=[HTTPIngressPath(path="/", path_type="Prefix", backend=backend)]))],
+        ),
+    )]
     if cfg.dns_lb_target:
-        dns = _base(DNS_ENDPOINT_API_VERSION, "DNSEndpoint", f"{ingress_name}-dns", namespace, base_ann)
-        dns["metadata"]["labels"] = dict(route_labels)
-        dns["spec"] = {
-            "endpoints": [{"dnsName": fqdn, "recordType": "CNAME", "recordTTL": 60, "targets": [cfg.dns_lb_target]}]
-        }
-        docs.append(dns)
+        docs.append(DNSEndpoint(
+            metadata=owner.metadata(f"{ingress_name}-dns", labels=route_labels),
+            spec=DNSEndpointSpec(endpoints=[Endpoint(dns_name=fqdn, record_type="CNAME", record_ttl=60,
+                                                     targets=[cfg.dns_lb_target])]),
+        ))
     return docs
 
 
-def _routing_children(
-    process: Process, cfg: RoutingConfig, holds_claim: bool, base_ann: dict[str, str]
-) -> list[dict[str, Any]]:
+def _routing_children(owner: _Owner, cfg: RoutingConfig, holds_claim: bool) -> list[Manifest]:
+    process = owner.process
     routing = process.spec.routing
     if routing is None:
         return []
     fallback: str | None = None
-    docs: list[dict[str, Any]] = []
+    docs: list[Manifest] = []
     for host in routing.hostnames:
         cluster = host.cluster or cfg.cluster
         if host.instance:
@@ -346,45 +371,11 @@ def _routing_children(
             fallback = fallback or ephemeral_id(process.spec)
             eph = fallback
         fqdn = _fqdn(host.app, eph, cluster, cfg)
-        docs += _routing_pair(
-            process, routing, host, form="instance", suffix=eph, fqdn=fqdn, cfg=cfg, base_ann=base_ann
-        )
+        docs += _routing_pair(owner, routing, host, form="instance", suffix=eph, fqdn=fqdn, cfg=cfg)
         if routing.stable_name_claim and holds_claim:
             stable = _fqdn(host.app, None, cluster, cfg)
-            docs += _routing_pair(
-                process, routing, host, form="stable", suffix="stable", fqdn=stable, cfg=cfg, base_ann=base_ann
-            )
+            docs += _routing_pair(owner, routing, host, form="stable", suffix="stable", fqdn=stable, cfg=cfg)
     return docs
-
-
-# ── ownership and stamps (§7.1.1) ─────────────────────────────────────────────
-
-
-def _stamp(doc: dict[str, Any], process: Process, owner_uid: str) -> None:
-    meta = doc["metadata"]
-    meta["ownerReferences"] = [
-        {
-            "apiVersion": API_VERSION,
-            "kind": "Process",
-            "name": _name(process),
-            "uid": owner_uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
-    stamps = meta["annotations"]
-    stamps[ann.MANAGED_BY] = FIELD_MANAGER
-    stamps[ann.PROCESS] = ann.qualified_ref(_ns(process), _name(process))
-    status = process.status
-    if status is None:
-        return
-    if status.pid:
-        stamps[ann.PID] = status.pid
-    if status.identity is not None:
-        stamps[ann.CONTENT_HASH] = status.identity.content_hash
-    if status.attestation is not None:
-        stamps[ann.GENERATION] = str(status.attestation.generation)
-        stamps[ann.ATTESTATION_ROOT] = status.attestation.composed_root
 
 
 def render_children(
@@ -393,18 +384,17 @@ def render_children(
     owner_uid: str,
     routing: RoutingConfig | None = None,
     holds_claim: bool = False,
-) -> list[dict[str, Any]]:
-    """The child documents of ``process`` in apply order: intent children then routing (spec §7).
+) -> list[Manifest]:
+    """The child manifests of ``process`` in apply order: intent children, then routing children.
 
-    Every document has ``apiVersion``, ``kind``, ``metadata.name``/``namespace`` (the Process
-    namespace), exactly one controller ownerReference to the Process, and the §7.1.1 annotations
-    (``pid``, ``content-hash``, ``generation``, ``attestation-root`` only when set in status; the
-    last two are the *previous* attestation's).
+    Every manifest is in the Process's namespace, has exactly one controller ownerReference to the
+    Process, and the stamp annotations (``pid``, ``content-hash``, ``generation``,
+    ``attestation-root`` only when set in status).
 
     Args:
         owner_uid: the Process's ``metadata.uid`` (required: an ownerReference needs it).
         routing: fleet settings for ``spec.routing``; defaults to :class:`RoutingConfig`.
-        holds_claim: this Process holds a stable-name claim (spec §5.4.4).
+        holds_claim: this Process holds a stable-name claim (docs/behaviour.md#stable-name-claims).
 
     Raises:
         IntentNotSupported: nix, lisp, container or guest intent (outside Observe mode).
@@ -413,96 +403,27 @@ def render_children(
     """
     if not owner_uid:
         raise RenderError("Process has no metadata.uid; cannot set an ownerReference")
-    base_ann = {ann.MANAGED_BY: FIELD_MANAGER, ann.PROCESS: ann.qualified_ref(_ns(process), _name(process))}
-    docs = _intent_children(process, base_ann)
-    docs += _routing_children(process, routing or RoutingConfig(), holds_claim, base_ann)
-    for doc in docs:
-        _stamp(doc, process, owner_uid)
-    return docs
+    owner = _owner(process, owner_uid)
+    return [*_intent_children(owner), *_routing_children(owner, routing or RoutingConfig(), holds_claim)]
 
 
-# ── reading children back ────────────────────────────────────────────────────
+# ── refs of rendered children ────────────────────────────────────────────────
 
 
-def child_ref(doc: dict[str, Any]) -> ChildRef:
-    """The ref of a rendered or cached document (namespace defaults to ``default``, spec §2.3.3)."""
-    meta = doc.get("metadata") or {}
-    return ChildRef(
-        api_version=str(doc.get("apiVersion", "")),
-        kind=str(doc.get("kind", "")),
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name", "")),
-    )
+def manifest_ref(manifest: Manifest) -> ChildRef:
+    """The ref of a rendered manifest (a missing namespace reads as ``default``)."""
+    meta = manifest.metadata
+    return ChildRef(manifest.api_version, manifest.kind, meta.namespace or "default", meta.name or "")
 
 
-def is_flux_resource(doc_or_ref: dict[str, Any] | ChildRef) -> bool:
-    """True for Flux kinds (counted in ``status.fluxResources`` and the artifact hash); False for routing."""
-    api_version = doc_or_ref.api_version if isinstance(doc_or_ref, ChildRef) else str(doc_or_ref.get("apiVersion"))
-    return api_version.partition("/")[0] in FLUX_API_GROUPS
-
-
-def flux_resource_refs(docs: list[dict[str, Any]], now: datetime) -> list[FluxResourceRef]:
-    """``status.fluxResources`` after applying ``docs`` (spec §2.3.3 step 3): Flux children in order,
+def flux_resource_refs(manifests: Sequence[Manifest], now: datetime) -> list[FluxResourceRef]:
+    """``status.fluxResources`` after applying ``manifests``: the Flux children in order,
     ``ready: false``, ``message: "applied; awaiting reconciliation"``."""
     out = []
-    for doc in docs:
-        if not is_flux_resource(doc):
-            continue
-        ref = child_ref(doc)
-        out.append(
-            FluxResourceRef(
-                api_version=ref.api_version,
-                kind=ref.kind,
-                name=ref.name,
-                namespace=ref.namespace,
-                ready=False,
-                message="applied; awaiting reconciliation",
-                last_check=now,
-            )
-        )
+    for manifest in manifests:
+        ref = manifest_ref(manifest)
+        if is_flux_resource(ref):
+            out.append(FluxResourceRef(api_version=ref.api_version, kind=ref.kind, name=ref.name,
+                                       namespace=ref.namespace, ready=False,
+                                       message="applied; awaiting reconciliation", last_check=now))
     return out
-
-
-def _conditions(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    status = doc.get("status")
-    conds = status.get("conditions") if isinstance(status, dict) else None
-    return [c for c in conds if isinstance(c, dict)] if isinstance(conds, list) else []
-
-
-def _first(conds: list[dict[str, Any]], type_: str) -> dict[str, Any] | None:
-    return next((c for c in conds if c.get("type") == type_), None)
-
-
-def child_state(doc: dict[str, Any]) -> ChildState:
-    """Readiness of a Flux/kstatus object (spec §7.1.5, DESIGN §2.7).
-
-    ``ready``: the first ``Ready`` condition — ``"True"`` → True, ``"False"`` → False, else None;
-    None too while ``status.observedGeneration`` is behind ``metadata.generation`` (stale status).
-    ``stalled``: ``Stalled=True``, or ``Ready=False`` with a reason in :data:`TERMINAL_REASONS`.
-    ``reason``/``message``: from the Stalled condition when stalled, else from Ready.
-    """
-    conds = _conditions(doc)
-    ready_cond = _first(conds, "Ready")
-    stalled_cond = _first(conds, "Stalled")
-    ready: bool | None = None
-    if ready_cond is not None:
-        ready = {"True": True, "False": False}.get(str(ready_cond.get("status")))
-    status = doc.get("status") if isinstance(doc.get("status"), dict) else {}
-    observed = status.get("observedGeneration") if isinstance(status, dict) else None
-    generation = (doc.get("metadata") or {}).get("generation")
-    if isinstance(observed, int) and isinstance(generation, int) and observed < generation:
-        ready = None
-    stalled = False
-    source = ready_cond
-    if stalled_cond is not None and stalled_cond.get("status") == "True":
-        stalled, source = True, stalled_cond
-    elif ready is False and ready_cond is not None and ready_cond.get("reason") in TERMINAL_REASONS:
-        stalled = True
-    return ChildState(
-        ref=child_ref(doc),
-        ready=ready,
-        stalled=stalled,
-        reason=str((source or {}).get("reason") or ""),
-        message=str((source or {}).get("message") or ""),
-        object=doc,
-    )

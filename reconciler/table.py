@@ -1,12 +1,12 @@
 """``ProcessTable.status``: counts and rows kept current from the Process cache, written in batches.
 
-The reference never writes ``processCount``, ``readyCount``, ``processes`` or ``lastReconciled``
-(process-reconciler §5.4.5, process-crd §12.2); DESIGN §2.6 has us maintain them.
+The reference never writes ``processCount``, ``readyCount``, ``processes`` or ``lastReconciled``;
+tatara maintains them (docs/behaviour.md#processtable-status, docs/divergences.md#processtable-status).
 
-- :func:`table_status` is pure: Processes in, the status fragment out.
+- :func:`table_status` is pure: Processes in, the status merge patch out.
 - ``processCount`` and ``readyCount`` are exact, whatever the number of Processes. A Process is
   *ready* when its kstatus ``Ready`` condition is ``True``, or, when it has no ``Ready``
-  condition, when its phase is ``Attested`` (the converged phase, process-crd §5).
+  condition, when its phase is ``Attested`` (the converged phase).
 - ``processes`` (the rows) is **capped** so the object stays far below etcd's 1.5 MiB limit:
   at most :data:`DEFAULT_MAX_ROWS` rows and at most :data:`DEFAULT_MAX_ROWS_BYTES` bytes of
   row JSON, whichever is hit first. A row is about 300–500 bytes, so 500 rows are ~250 KiB;
@@ -21,6 +21,8 @@ The reference never writes ``processCount``, ``readyCount``, ``processes`` or ``
 :class:`TableStatusWriter` coalesces: Process events only mark the table dirty; at most one
 status write happens per ``interval`` seconds (default 2), and a write whose counts and rows
 equal the last ones stored is skipped (``lastReconciled`` alone never causes a write).
+
+:func:`read_table` is the one get-or-create of the table (PID allocation reads it too).
 """
 
 from __future__ import annotations
@@ -28,19 +30,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 import anyio
 import msgspec
 
-from shared.domain.api.codec import decode_table, format_timestamp, to_wire
+from shared.domain.api.codec import decode_table, to_wire
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
-from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessEntry
+from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessEntry, ProcessTable, ProcessTableSpec, ProcessTableStatus
+from shared.domain.api.wire import MergePatch
 from shared.domain.resources import PROCESS_TABLES
 from shared.kube.client import KubeClient
-from shared.kube.errors import ApiError, Conflict, NotFound
-from shared.kube.patch import patch_status
+from shared.kube.errors import ApiError
+from shared.kube.meta import ObjectMeta
+from shared.kube.patch import get_or_create, patch_status
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +52,13 @@ __all__ = [
     "DEFAULT_INTERVAL",
     "DEFAULT_MAX_ROWS",
     "DEFAULT_MAX_ROWS_BYTES",
+    "TableStatusPatch",
     "TableStatusWriter",
+    "default_table",
     "is_ready",
     "pid_sort_key",
     "process_entry",
+    "read_table",
     "table_status",
 ]
 
@@ -64,8 +71,49 @@ DEFAULT_MAX_ROWS_BYTES: Final = 256 * 1024
 DEFAULT_INTERVAL: Final = 2.0
 """Seconds between two table status writes, at most one write per interval."""
 
-_COMPARED: Final = ("processCount", "readyCount", "processes")
-"""The status keys whose change warrants a write (not ``lastReconciled``, not ``claims``)."""
+
+class TableStatusPatch(MergePatch, frozen=True):
+    """The merge patch of ``ProcessTable.status`` the writer sends: counts, rows and the write time.
+    ``claims`` is not named, so a merge patch keeps it."""
+
+    process_count: int
+    ready_count: int
+    processes: list[ProcessEntry]
+    last_reconciled: datetime
+
+    @property
+    def compared(self) -> tuple[int, int, list[ProcessEntry]]:
+        """What decides whether a write is needed: counts and rows, not ``lastReconciled``."""
+        return self.process_count, self.ready_count, self.processes
+
+
+def _stored(status: ProcessTableStatus | None) -> tuple[int, int, list[ProcessEntry]]:
+    if status is None:
+        return 0, 0, []
+    return status.process_count, status.ready_count, status.processes
+
+
+# ── the table object ─────────────────────────────────────────────────────────
+
+
+def default_table(name: str = PROCESS_TABLE_NAME) -> ProcessTable:
+    """The table the reconciler creates when missing: spec defaults ``nextSequence 1, maxDepth 0,
+    maxChildren 0, sigtermTimeoutSeconds 480, zombieTimeoutSeconds 600, orphanReapingEnabled true``,
+    no status (docs/wire-format.md#processtable)."""
+    return ProcessTable(metadata=ObjectMeta(name=name), spec=ProcessTableSpec())
+
+
+async def read_table(client: KubeClient, name: str = PROCESS_TABLE_NAME) -> ProcessTable:
+    """The table ``name`` as stored, created as :func:`default_table` when missing (a concurrent
+    creator's copy wins).
+
+    Raises:
+        ApiError: the GET or create failed.
+    """
+    return decode_table(await get_or_create(client, PROCESS_TABLES, name, default_table(name)))
+
+
+# ── status (pure) ────────────────────────────────────────────────────────────
 
 
 def is_ready(process: Process) -> bool:
@@ -84,14 +132,14 @@ def pid_sort_key(pid: str) -> tuple[tuple[int, int, str], ...]:
     return tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in pid.split("."))
 
 
-def _row_order(process: Process) -> tuple[Any, ...]:
+def _row_order(process: Process) -> tuple[bool, tuple[tuple[int, int, str], ...], str, str]:
     pid = process.status.pid if process.status is not None else None
     return (pid is None or pid == "", pid_sort_key(pid or ""), process.metadata.namespace or "",
             process.metadata.name or "")
 
 
 def process_entry(process: Process) -> ProcessEntry:
-    """The ``status.processes`` row of ``process`` (process-crd §12.2).
+    """The ``status.processes`` row of ``process``.
 
     ``pid`` is ``""`` before Forking; ``lastUpdated`` is ``status.phaseSince``.
     """
@@ -117,36 +165,22 @@ def table_status(
     *,
     max_rows: int = DEFAULT_MAX_ROWS,
     max_bytes: int = DEFAULT_MAX_ROWS_BYTES,
-) -> dict[str, Any]:
-    """The ``ProcessTable.status`` merge-patch fragment for ``processes`` at ``now``.
-
-    ``{"processCount", "readyCount", "processes", "lastReconciled"}``; counts exact, rows
-    capped by ``max_rows`` and ``max_bytes`` (see the module docstring). ``claims`` is not
-    touched (a merge patch keeps it).
-    """
+) -> TableStatusPatch:
+    """The ``ProcessTable.status`` merge patch for ``processes`` at ``now``: counts exact, rows capped
+    by ``max_rows`` and ``max_bytes`` of row JSON (see the module docstring)."""
     everything = list(processes)
     ready = sum(1 for p in everything if is_ready(p))
-    rows: list[Any] = []
+    rows: list[ProcessEntry] = []
     size = 0
     for process in sorted(everything, key=_row_order):
         if len(rows) >= max_rows:
             break
-        row = to_wire(process_entry(process))
-        size += len(msgspec.json.encode(row)) + 1
+        row = process_entry(process)
+        size += len(msgspec.json.encode(to_wire(row))) + 1
         if size > max_bytes:
             break
         rows.append(row)
-    return {
-        "processCount": len(everything),
-        "readyCount": ready,
-        "processes": rows,
-        "lastReconciled": format_timestamp(now),
-    }
-
-
-def _compared(status: Any) -> dict[str, Any]:
-    status = status if isinstance(status, dict) else {}
-    return {key: status.get(key, [] if key == "processes" else 0) for key in _COMPARED}
+    return TableStatusPatch(process_count=len(everything), ready_count=ready, processes=rows, last_reconciled=now)
 
 
 def _utcnow() -> datetime:
@@ -158,7 +192,7 @@ class TableStatusWriter:
 
     Call :meth:`notify` on every Process event (informer handler); :meth:`run` writes at most
     once per ``interval`` seconds, only when counts or rows changed. The table is created with
-    defaults when missing (process-reconciler §5.3).
+    defaults when missing (:func:`read_table`).
 
     Args:
         client: the API client.
@@ -187,7 +221,7 @@ class TableStatusWriter:
         self.writes = 0
         """Status writes sent so far."""
         self._dirty = anyio.Event()
-        self._stored: dict[str, Any] | None = None
+        self._stored: tuple[int, int, list[ProcessEntry]] | None = None
 
     def notify(self, *_: object) -> None:
         """Mark the table out of date (usable directly as an informer handler)."""
@@ -200,29 +234,15 @@ class TableStatusWriter:
             ApiError: the GET, create or PATCH failed.
         """
         status = table_status(self.processes(), self.now(), max_rows=self.max_rows, max_bytes=self.max_bytes)
-        wanted = _compared(status)
+        wanted = status.compared
         if self._stored is None:
-            self._stored = await self._read_stored()
+            self._stored = _stored((await read_table(self.client, self.table_name)).status)
         if wanted == self._stored:
             return False
         await patch_status(self.client, PROCESS_TABLES, None, self.table_name, status)
         self.writes += 1
         self._stored = wanted
         return True
-
-    async def _read_stored(self) -> dict[str, Any]:
-        try:
-            table = decode_table(await self.client.get(PROCESS_TABLES, self.table_name))
-        except NotFound:
-            body = {"apiVersion": PROCESS_TABLES.api_version, "kind": PROCESS_TABLES.kind,
-                    "metadata": {"name": self.table_name}, "spec": {}}
-            try:
-                table = decode_table(await self.client.create(PROCESS_TABLES, body))
-            except Conflict:
-                table = decode_table(await self.client.get(PROCESS_TABLES, self.table_name))
-        if table.status is None:
-            return _compared(None)
-        return _compared(to_wire(table.status))
 
     async def run(self) -> None:
         """Write whenever notified, at most once per ``interval``; runs until cancelled.

@@ -1,8 +1,7 @@
 """The reconciler's legal-transition table and the one builder of phase writes.
 
-The table is the types' 18 edges (process-crd.md §6.3, :data:`shared.domain.api.phase.TRANSITIONS`)
-plus exactly the edges the spec documents for signals and deletion (process-crd.md §6.3
-"Important", process-reconciler.md §2.1, §2.4 and §4.2):
+The table is the types' 18 edges (:data:`shared.domain.api.phase.TRANSITIONS`) plus exactly the
+edges signals and deletion need (docs/behaviour.md#transition-table):
 
 - deletion and SIGTERM: every alive phase → ``Exiting`` (Pending, Forking, Execing, Reconverging,
   Releasing; Running/Attested → Exiting is already legal);
@@ -18,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
 
 from reconciler.conditions import conditions_for
-from reconciler.decision import Decision, Observed
-from shared.domain.api.codec import format_timestamp
+from reconciler.decision import Decision, Observed, SignalCount, Transition
+from reconciler.status import StatusPatch, merged
 from shared.domain.api.phase import TRANSITIONS, ProcessPhase
+from shared.kube.events import Event
 
 __all__ = ["LEGAL", "IllegalTransition", "is_legal", "phase_write"]
 
@@ -42,7 +41,7 @@ def _extended() -> Mapping[ProcessPhase, frozenset[ProcessPhase]]:
 
 
 LEGAL: Mapping[ProcessPhase, frozenset[ProcessPhase]] = _extended()
-"""from → allowed next phases: §6.3's table plus the signal/deletion edges above."""
+"""from → allowed next phases: the types' table plus the signal/deletion edges above."""
 
 
 def is_legal(source: ProcessPhase, target: ProcessPhase) -> bool:
@@ -66,14 +65,19 @@ def phase_write(
     *,
     reason: str,
     requeue_after: float | None,
-    extra: Mapping[str, Any] | None = None,
+    extra: StatusPatch | None = None,
     stalled: bool | None = None,
-    **decision: Any,
+    events: tuple[Event, ...] = (),
+    annotations: Mapping[str, str | None] | None = None,
+    signal: SignalCount | None = None,
 ) -> Decision:
     """A Decision that writes ``phase``, ``phaseSince``, ``message`` and the kstatus conditions.
 
-    ``target`` equal to the current phase rewrites it (SIGUSR1 on Running) without a
-    ``transition``. ``extra`` adds status keys; ``decision`` sets other Decision fields.
+    A phase change also carries its :class:`Transition` and, first among ``events``, a Normal Event
+    ``Phase<Target>`` with ``message`` (or ``<Source> → <Target>`` when it is empty). ``target``
+    equal to the current phase rewrites it (SIGUSR1 on Running) without either. ``extra`` adds
+    status fields (it wins over the four above); the other keywords are the Decision's fields of
+    the same names.
 
     Raises:
         IllegalTransition: ``current → target`` is not in :data:`LEGAL`.
@@ -82,25 +86,20 @@ def phase_write(
     source = process.phase
     if source is not target and not is_legal(source, target):
         raise IllegalTransition(source, target)
-    previous = process.status.conditions if process.status is not None else []
-    status: dict[str, Any] = {
-        "phase": target.value,
-        "phaseSince": format_timestamp(observed.now),
-        "message": message,
-        "conditions": conditions_for(
-            target,
-            process.metadata.generation,
-            observed.now,
-            reason,
-            message,
-            stalled=stalled,
-            previous=previous,
-        ),
-    }
-    status.update(extra or {})
+    status = process.status
+    conditions = conditions_for(target, process.metadata.generation, observed.now, reason, message, stalled=stalled,
+                                previous=status.conditions if status is not None else [])
+    patch = StatusPatch(phase=target, phase_since=observed.now, message=message, conditions=conditions)
+    transition: Transition | None = None
+    if source is not target:
+        since = status.phase_since if status is not None else None
+        transition = Transition(source, target, (observed.now - since).total_seconds() if since else None)
+        events = (Event.normal(f"Phase{target.value}", message or f"{source.value} → {target.value}"), *events)
     return Decision(
-        status=status,
-        transition=(source, target) if source is not target else None,
+        status=merged(patch, extra),
+        transition=transition,
+        annotations=annotations,
+        signal=signal,
+        events=events,
         requeue_after=requeue_after,
-        **decision,
     )

@@ -6,9 +6,9 @@ Exactly the API calls tatara-reconciler makes (least privilege). Sources:
 - processes/status: merge patch on /status (shared/kube/patch.py patch_status).
 - ProcessTables: get, create when missing, nextSequence bump by merge patch (reconciler/pid.py,
   reconciler/table.py); processtables/status by merge patch (reconciler/table.py).
-- Flux Kustomizations/HelmReleases/OCIRepositories: informers (reconciler/controller.py
-  child_resources), server-side apply, deletes, GETs for boundary conditions (reconciler/prefetch.py).
-- Ingresses, DNSEndpoints: server-side apply, deletes, GETs (reconciler/render.py, prefetch.py).
+- The rendered kinds (reconciler/render.py RENDERED_KINDS: Flux Kustomizations/HelmReleases/
+  OCIRepositories, Ingresses, DNSEndpoints): informers (reconciler/app.py), server-side apply, deletes
+  (reconciler/executor.py), GETs for boundary conditions (reconciler/prefetch.py).
 - Jobs and receipt ConfigMaps: GET only, for JobAttested / ClosedLoopAuth conditions (reconciler/boundary.py).
 - Events: create, and patch of a repeated Event's count (shared/kube/events.py).
 - Discovery: GET /apis/<group>/<version> to map kinds to resources (shared/kube/discovery.py).
@@ -35,10 +35,10 @@ Leases are granted by the namespaced Role in leader-election-rbac.yaml.
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
-  verbs: ["get", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["externaldns.k8s.io"]
   resources: ["dnsendpoints"]
-  verbs: ["get", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get"]

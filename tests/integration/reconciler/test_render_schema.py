@@ -18,6 +18,7 @@ from kubernetes_asyncio import client
 from reconciler.render import IntentNotSupported, RoutingConfig, render_children
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
+from shared.kube.meta import as_json
 from tests.support.kube import install_crds_async, load_yaml_docs, third_party_crds
 
 pytestmark = pytest.mark.anyio
@@ -95,7 +96,7 @@ async def test_closed_loop_example_renders_accepted_ocirepository_and_helmreleas
     kube: client.ApiClient, namespace: str
 ) -> None:
     process = convert(example("closed-loop-ephemeral", namespace), Process)
-    docs = render_children(process, owner_uid=UID, routing=CFG)
+    docs = [as_json(m) for m in render_children(process, owner_uid=UID, routing=CFG)]
     assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
         ("OCIRepository", "closed-loop-attest"),
         ("HelmRelease", "closed-loop-attest"),
@@ -121,6 +122,6 @@ async def test_observability_example_with_flux_intent_and_routing_is_accepted(
         "backend": {"service": "grafana", "port": 3000, "ingressAnnotations": {"nginx.ingress.kubernetes.io/x": "y"}},
         "stableNameClaim": True,
     }
-    docs = render_children(convert(raw, Process), owner_uid=UID, routing=CFG, holds_claim=True)
+    docs = [as_json(m) for m in render_children(convert(raw, Process), owner_uid=UID, routing=CFG, holds_claim=True)]
     assert [d["kind"] for d in docs] == ["Kustomization"] + ["Ingress", "DNSEndpoint"] * 4
     await check_accepted(kube, docs)

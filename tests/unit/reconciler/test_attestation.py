@@ -1,5 +1,5 @@
-"""reconciler.attestation: hashes recomputed here from the formulas of spec/process-reconciler.md §9
-(BLAKE3 over the exact bytes the spec lists), not from shared.domain.identity."""
+"""reconciler.attestation: hashes recomputed here from the formulas of docs/wire-format.md#attestation-root
+(BLAKE3 over the exact bytes it lists), not from shared.domain.identity."""
 
 from __future__ import annotations
 
@@ -8,18 +8,26 @@ from typing import Any
 
 from blake3 import blake3
 
-from reconciler.attestation import artifact_hash_of, attest_process, attestation_patch
+from reconciler.attestation import artifact_hash_of, attest_process
 from reconciler.render import render_children
+from reconciler.status import StatusPatch
 from shared.domain.api.codec import convert
-from shared.domain.api.process import Process
+from shared.domain.api.process import Process, ProcessAttestation
+from shared.kube.meta import as_json
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 UID = "u-1"
-INTENT_JSON = '{"flux":{"gitRepository":"x","path":"./p","decryptSops":true}}'  # §9.3's own example
+INTENT_JSON = '{"flux":{"gitRepository":"x","path":"./p","decryptSops":true}}'  # the docs' own example
 
 
 def h(text: str) -> str:
     return str(blake3(text.encode()).hexdigest())
+
+
+def sent(attestation: ProcessAttestation) -> dict[str, Any]:
+    """``status.attestation`` as the status merge patch sends it."""
+    wire: dict[str, Any] = as_json(StatusPatch(attestation=attestation))["attestation"]
+    return wire
 
 
 def make(status: dict[str, Any] | None = None, intent: dict[str, Any] | None = None) -> Process:
@@ -47,7 +55,7 @@ def test_first_attestation_over_rendered_children() -> None:
     assert att.generation == 0
     assert att.previous_root is None
     assert att.composed_root == h(f"tatara-process/v1alpha1\n{artifact}\n\n{intent}\n")
-    assert attestation_patch(att) == {
+    assert sent(att) == {
         "artifactHash": artifact,
         "intentHash": intent,
         "composedRoot": att.composed_root,
@@ -77,8 +85,8 @@ def test_next_generation_chains_to_the_previous_root() -> None:
     assert att.generation == 5
     assert att.previous_root == "prevroot"
     assert att.composed_root == h(f"tatara-process/v1alpha1\n{artifact}\n\n{h(INTENT_JSON)}\nprevroot")
-    assert attestation_patch(att)["previousRoot"] == "prevroot"
-    assert "controlHash" not in attestation_patch(att)
+    assert sent(att)["previousRoot"] == "prevroot"
+    assert "controlHash" not in sent(att)
 
 
 def test_no_flux_children_gives_an_empty_artifact_hash() -> None:
@@ -102,5 +110,5 @@ def test_routing_children_do_not_enter_the_artifact_hash() -> None:
         Process,
     )
     docs = render_children(process, owner_uid=UID)
-    assert [d["kind"] for d in docs] == ["Kustomization", "Ingress"]
+    assert [d.kind for d in docs] == ["Kustomization", "Ingress"]
     assert artifact_hash_of(docs) == h("kustomize.toolkit.fluxcd.io/v1/Kustomization/ns/p\n")

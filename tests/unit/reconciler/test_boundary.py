@@ -17,7 +17,8 @@ from reconciler.boundary import (
     referenced_refs,
     timeout_exceeded,
 )
-from reconciler.decision import ChildRef, ChildState, Observed
+from reconciler.children import ChildRef, ChildState
+from reconciler.decision import Observed
 from shared.domain.api.boundary import Condition
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process

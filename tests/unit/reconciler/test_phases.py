@@ -1,7 +1,8 @@
-"""reconciler.phases / transitions / conditions: table tests from spec/process-reconciler.md
-§2.1–§2.4, §3, §4, §6, §10 and process-crd.md §6.3, with DESIGN.md §2's decisions.
+"""reconciler.phases / transitions / conditions: table tests from docs/behaviour.md (#phases,
+#transition-table, #signals, #dependencies, #lifetime, #conditions).
 
-Expected messages are the spec's own strings; ``now`` is fixed.
+Expected messages are the documented strings; ``now`` is fixed. Status patches are checked as the
+JSON they send (``sent``).
 """
 
 from __future__ import annotations
@@ -11,15 +12,20 @@ from typing import Any
 
 import pytest
 
+from reconciler.children import ChildRef, ChildState
 from reconciler.conditions import conditions_for
-from reconciler.decision import ChildRef, ChildState, Decision, Observed
-from reconciler.phases import Deps, decide
-from reconciler.render import IntentNotSupported
+from reconciler.decision import ChildSignal, Decision, Observed, SignalCount, Transition
+from reconciler.phases import Deps, decide, holds_finalizer, pid_granted, pid_refused
+from reconciler.pid import PidRefused
+from reconciler.render import IntentNotSupported, Manifest
 from reconciler.transitions import IllegalTransition, is_legal, phase_write
 from shared.domain.api.codec import convert, format_timestamp
 from shared.domain.api.phase import ProcessPhase as P
 from shared.domain.api.process import Process, ProcessCondition
 from shared.domain.api.signal import ProcessSignal as S
+from shared.domain.manifests.flux import CrossNamespaceSourceReference, Kustomization, KustomizationSpec
+from shared.kube.events import Event
+from shared.kube.meta import ObjectMeta, as_json
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 FIN = "tatara.pleme.io/process-finalizer"
@@ -33,7 +39,11 @@ KS_REF = {
     "ready": False,
     "message": "applied; awaiting reconciliation",
 }
-KS_DOC = {"apiVersion": KS.api_version, "kind": KS.kind, "metadata": {"name": "app", "namespace": "ns"}}
+KS_DOC = Kustomization(
+    metadata=ObjectMeta(name="app", namespace="ns"),
+    spec=KustomizationSpec(interval="1m", path="./app", prune=True,
+                           source_ref=CrossNamespaceSourceReference(kind="GitRepository", name="repo")),
+)
 
 
 def make(
@@ -60,8 +70,8 @@ def obs(process: Process, **kw: Any) -> Observed:
     return Observed(process=process, now=NOW, **kw)
 
 
-def fake_render(docs: list[dict[str, Any]] | None = None, error: Exception | None = None) -> Deps:
-    def render(_: Observed) -> list[dict[str, Any]]:
+def fake_render(docs: list[Manifest] | None = None, error: Exception | None = None) -> Deps:
+    def render(_: Observed) -> list[Manifest]:
         if error is not None:
             raise error
         return list(docs or [])
@@ -73,15 +83,24 @@ def ready(ok: bool | None, *, stalled: bool = False, message: str = "") -> dict[
     return {KS: ChildState(ref=KS, ready=ok, stalled=stalled, message=message)}
 
 
-def goes_to(decision: Decision, source: P, target: P, message: str | None = None) -> None:
-    assert decision.transition == (source, target)
+def sent(decision: Decision) -> dict[str, Any]:
+    """The decision's status patch as the JSON merge patch it sends."""
     assert decision.status is not None
-    assert decision.status["phase"] == target.value
-    assert decision.status["phaseSince"] == format_timestamp(NOW)
-    types = [c["type"] for c in decision.status["conditions"]]
+    wire: dict[str, Any] = as_json(decision.status)
+    return wire
+
+
+def goes_to(decision: Decision, source: P, target: P, message: str | None = None) -> None:
+    assert decision.transition is not None
+    assert (decision.transition.source, decision.transition.target) == (source, target)
+    assert sent(decision)["phase"] == target.value
+    assert sent(decision)["phaseSince"] == "2025-06-01T12:00:00Z"
+    types = [c["type"] for c in sent(decision)["conditions"]]
     assert types == ["Ready", "Reconciling", "Stalled"]
+    # the transition's Event comes first: Phase<Target> with the status message
+    assert decision.events[0] == Event.normal(f"Phase{target.value}", sent(decision)["message"])
     if message is not None:
-        assert decision.status["message"] == message
+        assert sent(decision)["message"] == message
 
 
 # ── the legal-transition table (process-crd.md §6.3) ─────────────────────────
@@ -150,6 +169,18 @@ def test_the_dispatcher_refuses_an_illegal_transition_with_a_warning_and_writes_
     d = decide(obs(make("Execing")), Deps(render=bad))
     assert d.status is None
     assert [e.reason for e in d.events] == ["IllegalTransition"]
+    assert d.transition is None
+
+
+def test_a_transition_records_the_seconds_spent_in_the_phase_left() -> None:
+    d = decide(obs(make("Zombie")))  # phaseSince 11:59, now 12:00
+    assert d.transition == Transition(P.ZOMBIE, P.REAPED, 60.0)
+    assert decide(obs(make(None))).transition == Transition(P.PENDING, P.FORKING, None)
+
+
+def test_a_phase_event_without_a_message_names_the_edge() -> None:
+    d = phase_write(obs(make("Zombie")), P.REAPED, "", reason="R", requeue_after=None)
+    assert d.events == (Event.normal("PhaseReaped", "Zombie → Reaped"),)
 
 
 # ── kstatus conditions ───────────────────────────────────────────────────────
@@ -176,39 +207,43 @@ COND_ROWS = [
 )
 def test_conditions_per_phase(phase: P, ready_: str, reconciling: str, stalled: str) -> None:
     conds = conditions_for(phase, 7, NOW, "R", "m")
-    assert [(c["type"], c["status"]) for c in conds] == [
+    assert [(c.type_, c.status) for c in conds] == [
         ("Ready", ready_),
         ("Reconciling", reconciling),
         ("Stalled", stalled),
     ]
-    assert all(c["observedGeneration"] == 7 and c["reason"] == "R" and c["message"] == "m" for c in conds)
+    assert all(c.observed_generation == 7 and c.reason == "R" and c.message == "m" for c in conds)
+    assert as_json(conds[0]) == {"type": "Ready", "status": ready_, "lastTransitionTime": "2025-06-01T12:00:00Z",
+                                 "reason": "R", "message": "m", "observedGeneration": 7}
 
 
 def test_a_condition_keeps_its_transition_time_while_its_status_is_unchanged() -> None:
     earlier = NOW - timedelta(hours=1)
     prev = [ProcessCondition(type_="Reconciling", status="True", last_transition_time=earlier)]
-    conds = {c["type"]: c for c in conditions_for(P.RUNNING, 1, NOW, "R", "m", previous=prev)}
-    assert conds["Reconciling"]["lastTransitionTime"] == format_timestamp(earlier)
-    assert conds["Ready"]["lastTransitionTime"] == format_timestamp(NOW)
+    conds = {c.type_: c for c in conditions_for(P.RUNNING, 1, NOW, "R", "m", previous=prev)}
+    assert conds["Reconciling"].last_transition_time == earlier
+    assert conds["Ready"].last_transition_time == NOW
 
 
 # ── Pending, Forking ─────────────────────────────────────────────────────────
 
 
 def test_pending_adds_the_finalizer_stamps_identity_and_goes_to_forking() -> None:
-    d = decide(obs(make(None)))
+    p = make(None)
+    d = decide(obs(p))
     goes_to(d, P.PENDING, P.FORKING)
-    assert d.add_finalizer
+    assert holds_finalizer(p)  # so the controller's finalize() adds it before this decision's writes
     assert d.status is not None
-    assert set(d.status["identity"]) == {"name", "content_hash", "name_override"}
+    assert set(sent(d)["identity"]) == {"name", "content_hash", "name_override"}
     assert d.requeue_after == 1.0
     assert d.suspended is None
 
 
 def test_pending_with_start_suspended_suspends_the_process_in_the_same_step() -> None:
-    d = decide(obs(make("Pending", spec={"signals": {"startSuspended": True}}, meta={"finalizers": [FIN]})))
+    p = make("Pending", spec={"signals": {"startSuspended": True}}, meta={"finalizers": [FIN]})
+    d = decide(obs(p))
     goes_to(d, P.PENDING, P.FORKING)
-    assert not d.add_finalizer
+    assert holds_finalizer(p)  # already held: finalize() leaves it
     assert d.suspended is True
 
 
@@ -239,7 +274,7 @@ def test_forking_waits_on_unmet_dependencies(found: dict[str, Process], message:
     d = decide(obs(make("Forking", spec={"dependsOn": DEPS}), dependencies=found))
     assert d.transition is None
     assert d.status is not None
-    assert d.status["message"] == message
+    assert sent(d)["message"] == message
     assert d.requeue_after == 30.0
 
 
@@ -258,11 +293,38 @@ def test_forking_with_dependencies_met_allocates_a_pid_and_goes_to_execing_with_
     goes_to(d, P.FORKING, P.EXECING, "dependencies satisfied")
     assert d.allocate_pid
     assert d.status is not None
-    assert d.status["boundary"] == {"deadline": format_timestamp(NOW + timedelta(minutes=10))}
+    assert sent(d)["boundary"] == {"deadline": "2025-06-01T12:10:00Z"}
 
 
 def test_forking_does_not_allocate_a_second_pid() -> None:
     assert not decide(obs(make("Forking", pid="me.1"))).allocate_pid
+
+
+def test_a_granted_pid_is_written_with_its_parent_in_the_execing_write() -> None:
+    p = make("Forking", spec={"identity": {"parent": "root.1"}})
+    granted = pid_granted(decide(obs(p)), p, "root.1.4")
+    goes_to(granted, P.FORKING, P.EXECING, "dependencies satisfied")
+    assert (sent(granted)["pid"], sent(granted)["parent"]) == ("root.1.4", "root.1")
+    assert not granted.allocate_pid
+
+
+def test_a_root_pid_is_written_with_a_null_parent() -> None:
+    p = make("Forking")
+    granted = pid_granted(decide(obs(p)), p, "me.1")
+    assert sent(granted)["pid"] == "me.1"
+    assert "parent" in sent(granted)
+    assert sent(granted)["parent"] is None
+
+
+def test_a_refused_pid_keeps_the_process_in_forking_with_the_reason_and_a_warning() -> None:
+    p = make("Forking", spec={"identity": {"parent": "seph.1"}})
+    reason = "PID depth 2 exceeds ProcessTable maxDepth 1 (parent seph.1)"
+    refused = pid_refused(obs(p), decide(obs(p)), PidRefused(reason))
+    assert refused.transition is None
+    assert sent(refused) == {"message": reason}
+    assert refused.events == (Event.warning("PidRefused", reason),)
+    assert refused.requeue_after == 1.0  # the Forking step's TICK: tried again on the next pass
+    assert not refused.allocate_pid
 
 
 # ── Execing ──────────────────────────────────────────────────────────────────
@@ -273,7 +335,7 @@ def test_execing_renders_applies_and_goes_to_running_with_refs_awaiting_reconcil
     goes_to(d, P.EXECING, P.RUNNING)
     assert d.apply == (KS_DOC,)
     assert d.status is not None
-    assert [{k: v for k, v in r.items() if k != "lastCheck"} for r in d.status["fluxResources"]] == [KS_REF]
+    assert [{k: v for k, v in r.items() if k != "lastCheck"} for r in sent(d)["fluxResources"]] == [KS_REF]
     assert d.requeue_after == 5.0
 
 
@@ -289,17 +351,17 @@ def test_execing_with_an_invalid_spec_goes_to_failed_with_exit_code_2(spec: dict
     d = decide(obs(make("Execing", spec=spec)), fake_render([KS_DOC]))
     goes_to(d, P.EXECING, P.FAILED)
     assert d.status is not None
-    assert d.status["exitCode"] == 2
-    assert fragment in d.status["message"]
-    assert {c["type"]: c["status"] for c in d.status["conditions"]}["Stalled"] == "True"
-    assert [e.type for e in d.events] == ["Warning"]
+    assert sent(d)["exitCode"] == 2
+    assert fragment in sent(d)["message"]
+    assert {c["type"]: c["status"] for c in sent(d)["conditions"]}["Stalled"] == "True"
+    assert [(e.type, e.reason) for e in d.events] == [("Normal", "PhaseFailed"), ("Warning", "InvalidSpec")]
 
 
 def test_an_intent_we_do_not_render_stalls_with_intent_not_supported_and_a_warning() -> None:
     d = decide(obs(make("Execing")), fake_render(error=IntentNotSupported("nix")))
     assert d.transition is None
     assert d.status is not None
-    conds = {c["type"]: c for c in d.status["conditions"]}
+    conds = {c["type"]: c for c in sent(d)["conditions"]}
     assert conds["Stalled"]["status"] == "True"
     assert conds["Stalled"]["reason"] == "IntentNotSupported"
     assert [(e.type, e.reason) for e in d.events] == [("Warning", "IntentNotSupported")]
@@ -311,7 +373,7 @@ def test_execing_past_its_boundary_deadline_fails_with_exit_code_124() -> None:
     d = decide(obs(p), fake_render([KS_DOC]))
     goes_to(d, P.EXECING, P.FAILED)
     assert d.status is not None
-    assert d.status["exitCode"] == 124
+    assert sent(d)["exitCode"] == 124
 
 
 def test_execing_waits_on_unmet_preconditions() -> None:
@@ -319,7 +381,7 @@ def test_execing_waits_on_unmet_preconditions() -> None:
     d = decide(obs(make("Execing", spec={"boundary": {"preconditions": [cond]}})), fake_render([KS_DOC]))
     assert d.transition is None
     assert d.status is not None
-    assert d.status["message"] == "waiting on preconditions"
+    assert sent(d)["message"] == "waiting on preconditions"
     assert d.apply == ()
 
 
@@ -357,7 +419,7 @@ def test_execing_waiting_on_preconditions_is_requeued_at_its_boundary_deadline()
 def test_running_records_a_changed_child_message_once() -> None:
     d = decide(obs(running(), children=ready(False, message="building")))
     assert d.status is not None
-    assert d.status["fluxResources"][0]["message"] == "building"
+    assert sent(d)["fluxResources"][0]["message"] == "building"
     assert d.transition is None
 
 
@@ -365,9 +427,9 @@ def test_running_with_every_child_ready_attests_generation_0() -> None:
     d = decide(obs(running(), children=ready(True)))
     goes_to(d, P.RUNNING, P.ATTESTED)
     assert d.status is not None
-    assert d.status["attestation"]["generation"] == 0
-    assert "previousRoot" not in d.status["attestation"]
-    assert {c["type"]: c["status"] for c in d.status["conditions"]}["Ready"] == "True"
+    assert sent(d)["attestation"]["generation"] == 0
+    assert "previousRoot" not in sent(d)["attestation"]
+    assert {c["type"]: c["status"] for c in sent(d)["conditions"]}["Ready"] == "True"
 
 
 def test_attesting_with_teardown_on_attested_requeues_at_tick_not_heartbeat() -> None:
@@ -383,8 +445,8 @@ def test_a_stalled_child_fails_the_process_with_exit_code_1() -> None:
     d = decide(obs(running(), children=ready(False, stalled=True, message="install retries exhausted")))
     goes_to(d, P.RUNNING, P.FAILED)
     assert d.status is not None
-    assert d.status["exitCode"] == 1
-    assert "install retries exhausted" in d.status["message"]
+    assert sent(d)["exitCode"] == 1
+    assert "install retries exhausted" in sent(d)["message"]
 
 
 EPHEMERAL_30S = {"lifetime": {"ephemeral": {"ttl": "30s", "teardownPolicy": "Never"}}}
@@ -438,6 +500,23 @@ def test_attested_with_an_export_on_attested_goes_to_releasing_and_stamps_releas
     assert d.annotations == {"tatara.pleme.io/released-from": "Attested"}
 
 
+ROUTED = {"routing": {"hostnames": [{"app": "api", "instance": "x"}], "backend": {"service": "s", "port": 80}}}
+INGRESS = ChildRef("networking.k8s.io/v1", "Ingress", "ns", "me-api-x")
+
+
+def test_attested_with_a_routing_child_gone_reconverges_to_apply_it_again() -> None:
+    p = make("Attested", spec=ROUTED, fluxResources=[{**KS_REF, "ready": True}])
+    d = decide(obs(p, children=ready(True)))
+    goes_to(d, P.ATTESTED, P.RECONVERGING, "routing drift detected: Ingress ns/me-api-x missing")
+    assert d.requeue_after == 5.0
+
+
+def test_attested_with_its_routing_children_cached_writes_nothing() -> None:
+    p = make("Attested", spec=ROUTED, fluxResources=[{**KS_REF, "ready": True}])
+    children = {**ready(True), INGRESS: ChildState(ref=INGRESS, ready=None)}
+    assert decide(obs(p, children=children)) == Decision(requeue_after=30.0)
+
+
 def test_reconverging_goes_back_to_execing() -> None:
     goes_to(decide(obs(make("Reconverging"))), P.RECONVERGING, P.EXECING)
 
@@ -484,9 +563,9 @@ def test_exiting_sends_sigterm_to_each_live_child_not_already_exiting_or_signall
     )
     d = decide(obs(exiting(NOW - timedelta(seconds=10)), child_processes=kids))
     assert d.transition is None
-    assert d.signal_children == (("ns", "a", S.SIGTERM),)
+    assert d.signal_children == (ChildSignal("ns", "a", S.SIGTERM),)
     assert d.status is not None
-    assert d.status["message"] == "waiting for 3 child Process(es) to exit (SIGTERM)"
+    assert sent(d)["message"] == "waiting for 3 child Process(es) to exit (SIGTERM)"
     assert d.requeue_after == 5.0
 
 
@@ -494,7 +573,7 @@ def test_exiting_forces_children_with_sigkill_after_the_grace_period() -> None:
     kids = (child_proc("a", "Exiting"), child_proc("b", "Zombie", signal="SIGKILL"))
     p = exiting(NOW - timedelta(seconds=61), signals={"sigtermGraceSeconds": 60})
     d = decide(obs(p, child_processes=kids))
-    assert d.signal_children == (("ns", "a", S.SIGKILL),)
+    assert d.signal_children == (ChildSignal("ns", "a", S.SIGKILL),)
 
 
 def test_exiting_never_forces_when_sigkill_force_is_false() -> None:
@@ -531,17 +610,27 @@ def test_zombie_is_reaped() -> None:
 
 
 def test_reaped_deletes_owned_children_and_releases_the_finalizer() -> None:
-    d = decide(obs(make("Reaped", meta={"finalizers": ["other", FIN]}), children=ready(True)))
+    p = make("Reaped", meta={"finalizers": ["other", FIN]})
+    d = decide(obs(p, children=ready(True)))
     assert d.delete == (KS,)
-    assert d.remove_finalizer
+    assert d.released
+    assert not holds_finalizer(p)  # so finalize() does not add it back to the Reaped record
     assert not d.delete_self
     assert d.requeue_after is None
+
+
+def test_reaped_deletes_routing_children_too() -> None:
+    ingress = ChildRef("networking.k8s.io/v1", "Ingress", "ns", "me-api-x")
+    dns = ChildRef("externaldns.k8s.io/v1alpha1", "DNSEndpoint", "ns", "me-api-x-dns")
+    children = {**ready(True), ingress: ChildState(ref=ingress, ready=None), dns: ChildState(ref=dns, ready=None)}
+    d = decide(obs(make("Reaped", meta={"finalizers": [FIN]}), children=children))
+    assert d.delete == (KS, ingress, dns)
 
 
 def test_an_ephemeral_process_is_deleted_after_reaped() -> None:
     d = decide(obs(make("Reaped", spec={"lifetime": {"ephemeral": {}}})))
     assert d.delete_self
-    assert not d.remove_finalizer
+    assert d.released  # finalize() removes the finalizer only where it is held
 
 
 # ── dispatcher: deletion, signals, suspension ───────────────────────────────
@@ -571,12 +660,11 @@ def test_the_deletion_path_walks_exiting_zombie_reaped_and_releases_the_finalize
         d = decide(obs(p))
         if d.transition is None:
             break
-        assert d.status is not None
-        p = make(d.status["phase"], meta=DELETED)
+        p = make(sent(d)["phase"], meta=DELETED)
         seen.append(p.phase)
     assert seen == [P.RUNNING, P.EXITING, P.ZOMBIE, P.REAPED]
     final = decide(obs(p))
-    assert final.remove_finalizer
+    assert final.released
     assert not final.delete_self
 
 
@@ -586,7 +674,7 @@ def test_an_invalid_signal_is_cleared_with_a_warning_and_changes_nothing_else() 
     assert d.status is None
     assert d.suspended is None
     assert [(e.type, e.reason) for e in d.events] == [("Warning", "InvalidSignal")]
-    assert d.signal == ("SIGFOO", "invalid")
+    assert d.signal == SignalCount("SIGFOO", "invalid")
 
 
 @pytest.mark.parametrize(
@@ -616,20 +704,20 @@ def test_a_signal_applies_its_effect_and_is_cleared_at_once(phase: P, raw: str, 
     assert d.annotations == {SIG: None}
     assert d.requeue_after == 1.0
     assert d.signal is not None
-    assert d.signal[1] == "applied"
+    assert d.signal.outcome == "applied"
 
 
 def test_sigkill_records_exit_code_137() -> None:
     d = decide(obs(make("Running", meta={"annotations": {SIG: "SIGKILL"}})))
     assert d.status is not None
-    assert d.status["exitCode"] == 137
+    assert sent(d)["exitCode"] == 137
 
 
 def test_sigusr1_on_running_rewrites_running_without_a_transition() -> None:
     d = decide(obs(make("Running", meta={"annotations": {SIG: "SIGUSR1"}})))
     assert d.transition is None
     assert d.status is not None
-    assert d.status["message"] == "forced re-attestation (SIGUSR1)"
+    assert sent(d)["message"] == "forced re-attestation (SIGUSR1)"
 
 
 @pytest.mark.parametrize(
@@ -648,7 +736,7 @@ def test_a_signal_that_does_nothing_is_still_cleared() -> None:
     d = decide(obs(make("Forking", meta={"annotations": {SIG: "SIGHUP"}})))
     assert d.annotations == {SIG: None}
     assert d.status is None
-    assert d.signal == ("SIGHUP", "ignored")
+    assert d.signal == SignalCount("SIGHUP", "ignored")
 
 
 def test_a_suspended_process_waits_without_writes() -> None:

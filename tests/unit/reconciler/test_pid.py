@@ -1,4 +1,5 @@
-"""Pure parts of PID allocation: format, depth, limits — process-crd §8.4, §12.1; DESIGN §2.8."""
+"""Pure parts of PID allocation: format, depth, limits, backoff
+(docs/behaviour.md#pids, docs/wire-format.md#pid-format)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ from typing import Any
 import pytest
 
 from reconciler.pid import (
-    AllocationBackoff,
+    ALLOCATION_BACKOFF,
     PidRefused,
     check_limits,
     children_of,
-    default_table,
     identity_name,
     pid_level,
 )
+from reconciler.table import default_table
 from shared.domain.api.codec import convert, to_wire
 from shared.domain.api.process import Process
 from shared.domain.api.table import ProcessTableSpec
@@ -52,7 +53,7 @@ def process(name: str = "p", namespace: str = "ns", *, parent: str | None = None
     ids=["a root is its name and the sequence", "an empty parent counts as a root",
          "a child is its parent and the sequence", "a root without override uses its content hash"],
 )
-def test_pid_format_follows_process_crd_8_4(name: str, parent: str | None, seq: int, expected: str) -> None:
+def test_pid_format_follows_the_wire_format(name: str, parent: str | None, seq: int, expected: str) -> None:
     assert format_pid(name, parent, seq) == expected
 
 
@@ -129,7 +130,7 @@ def test_children_counts_only_processes_with_a_pid_under_that_parent() -> None:
     assert children_of("seph.1", procs, exclude=("ns", "a")) == 1
 
 
-def test_default_table_has_the_spec_defaults_of_5_3() -> None:
+def test_default_table_has_the_spec_defaults() -> None:
     wire = to_wire(default_table())
     assert wire["metadata"] == {"name": "proc"}
     assert wire["spec"] == {"nextSequence": 1, "maxDepth": 0, "maxChildren": 0, "sigtermTimeoutSeconds": 480,
@@ -140,4 +141,8 @@ def test_default_table_has_the_spec_defaults_of_5_3() -> None:
 @pytest.mark.parametrize(("attempt", "rng", "delay"), [(0, 0.0, 0.0025), (0, 1.0, 0.005), (100, 1.0, 0.25)],
                          ids=["least jitter halves the base", "most jitter is the base", "the cap bounds late waits"])
 def test_backoff_is_jittered_and_capped(attempt: int, rng: float, delay: float) -> None:
-    assert AllocationBackoff().delay(attempt, lambda: rng) == pytest.approx(delay)
+    assert ALLOCATION_BACKOFF.delay(attempt, lambda: rng) == pytest.approx(delay)
+
+
+def test_backoff_allows_fifty_bumps() -> None:
+    assert len(list(ALLOCATION_BACKOFF.delays(lambda: 0.0))) == 49  # a wait between each two of 50 bumps

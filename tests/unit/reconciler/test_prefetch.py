@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from reconciler.decision import ChildRef
+from reconciler.children import ChildRef
 from reconciler.prefetch import Prefetcher, conditions_for_phase, parse_prometheus_response
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process

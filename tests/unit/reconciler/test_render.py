@@ -1,18 +1,19 @@
-"""reconciler.render: expected documents written from spec/process-reconciler.md §7 and process-crd §10."""
+"""reconciler.render: expected documents written from docs/behaviour.md#rendering and docs/wire-format.md#hostnames,
+compared as the JSON the API server receives (``as_json`` of each manifest)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from blake3 import blake3
 
-from reconciler.decision import ChildRef
 from reconciler.render import (
+    RENDERED_KINDS,
     IntentNotSupported,
     RenderError,
     RoutingConfig,
-    child_ref,
-    child_state,
     flux_resource_refs,
     process_label_value,
     render_children,
@@ -21,6 +22,7 @@ from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.identity import ephemeral_id
+from shared.kube.meta import as_json
 
 UID = "0b7c6a3e-1111-4222-8333-444455556666"
 CLASSIFICATION = {"pointType": "Gate", "substrate": "Compute"}
@@ -45,6 +47,11 @@ def make(spec: dict[str, Any], status: dict[str, Any] | None = None, name: str =
     return convert(doc, Process)
 
 
+def rendered(process: Process, **options: Any) -> list[dict[str, Any]]:
+    """``render_children`` as the JSON documents server-side apply sends."""
+    return [as_json(manifest) for manifest in render_children(process, **options)]
+
+
 FLUX = {"flux": {"gitRepository": "repo", "path": "./apps"}}
 OCI_APP = {
     "aplicacao": {
@@ -66,7 +73,7 @@ def kustomization(spec: dict[str, Any], annotations: dict[str, str] = BASE_ANN) 
 
 
 def test_flux_intent_renders_one_kustomization_with_sops_by_default() -> None:
-    docs = render_children(make({"intent": FLUX}), owner_uid=UID)
+    docs = rendered(make({"intent": FLUX}), owner_uid=UID)
     assert docs == [
         kustomization(
             {
@@ -91,7 +98,7 @@ def test_flux_intent_with_namespaces_and_no_sops() -> None:
             "helmChart": "ignored",
         }
     }
-    (doc,) = render_children(make({"intent": intent}), owner_uid=UID)
+    (doc,) = rendered(make({"intent": intent}), owner_uid=UID)
     assert doc["spec"] == {
         "interval": "1m",
         "path": "./x",
@@ -113,7 +120,7 @@ def test_status_stamps_pid_content_hash_and_previous_attestation() -> None:
             "attestedAt": "2025-01-01T00:00:00Z",
         },
     }
-    (doc,) = render_children(make({"intent": FLUX}, status), owner_uid=UID)
+    (doc,) = rendered(make({"intent": FLUX}, status), owner_uid=UID)
     assert doc["metadata"]["annotations"] == {
         **BASE_ANN,
         "tatara.pleme.io/pid": "seph.1.3",
@@ -124,7 +131,7 @@ def test_status_stamps_pid_content_hash_and_previous_attestation() -> None:
 
 
 def test_oci_aplicacao_renders_ocirepository_then_helmrelease() -> None:
-    docs = render_children(make({"intent": OCI_APP}), owner_uid=UID)
+    docs = rendered(make({"intent": OCI_APP}), owner_uid=UID)
     meta = {"name": "p", "namespace": "ns1", "annotations": BASE_ANN, "ownerReferences": [OWNER]}
     assert docs == [
         {
@@ -157,7 +164,7 @@ def test_oci_aplicacao_renders_ocirepository_then_helmrelease() -> None:
 )
 def test_repository_chart_selector(chart_ref: str, repo: str, chart: str) -> None:
     intent = {"aplicacao": {"chartRef": chart_ref, "version": "^1", "releaseName": "r", "targetNamespace": "t"}}
-    (release,) = render_children(make({"intent": intent}), owner_uid=UID)
+    (release,) = rendered(make({"intent": intent}), owner_uid=UID)
     assert release["kind"] == "HelmRelease"
     assert release["spec"]["chart"] == {
         "spec": {
@@ -178,7 +185,7 @@ def test_repository_chart_selector(chart_ref: str, repo: str, chart: str) -> Non
 )
 def test_install_timeout_is_a_go_duration(given: str, written: str) -> None:
     intent = {"aplicacao": {"chartRef": "r/c", "version": "1", "installTimeout": given}}
-    (release,) = render_children(make({"intent": intent}), owner_uid=UID)
+    (release,) = rendered(make({"intent": intent}), owner_uid=UID)
     assert release["spec"]["install"]["timeout"] == written
     assert release["spec"]["upgrade"]["timeout"] == written
 
@@ -188,7 +195,7 @@ def test_adopt_mode_annotates_aplicacao_children() -> None:
         "kind": {"existingHelmRelease": {"namespace": "legacy", "name": "hr", "releaseName": "rel"}},
         "mode": "Adopt",
     }
-    docs = render_children(make({"intent": OCI_APP, "encapsulates": encapsulates}), owner_uid=UID)
+    docs = rendered(make({"intent": OCI_APP, "encapsulates": encapsulates}), owner_uid=UID)
     for doc in docs:
         assert doc["metadata"]["annotations"]["tatara.pleme.io/encapsulation-mode"] == "Adopt"
         assert doc["metadata"]["annotations"]["tatara.pleme.io/adopted-release"] == "legacy/rel"
@@ -196,7 +203,7 @@ def test_adopt_mode_annotates_aplicacao_children() -> None:
 
 def test_adopt_mode_with_flux_intent_adds_nothing() -> None:
     encapsulates = {"kind": {"existingKustomization": {"namespace": "f", "name": "k"}}, "mode": "Adopt"}
-    (doc,) = render_children(make({"intent": FLUX, "encapsulates": encapsulates}), owner_uid=UID)
+    (doc,) = rendered(make({"intent": FLUX, "encapsulates": encapsulates}), owner_uid=UID)
     assert doc["metadata"]["annotations"] == BASE_ANN
 
 
@@ -207,7 +214,7 @@ def test_adopt_mode_with_flux_intent_adds_nothing() -> None:
 )
 def test_observe_mode_renders_nothing(intent: dict[str, Any]) -> None:
     encapsulates = {"kind": {"existingKustomization": {"namespace": "f", "name": "k"}}, "mode": "Observe"}
-    assert render_children(make({"intent": intent, "encapsulates": encapsulates}), owner_uid=UID) == []
+    assert rendered(make({"intent": intent, "encapsulates": encapsulates}), owner_uid=UID) == []
 
 
 @pytest.mark.parametrize(
@@ -222,18 +229,18 @@ def test_observe_mode_renders_nothing(intent: dict[str, Any]) -> None:
 )
 def test_unsupported_intents_raise(intent: dict[str, Any], name: str) -> None:
     with pytest.raises(IntentNotSupported, match=name) as info:
-        render_children(make({"intent": intent}), owner_uid=UID)
+        rendered(make({"intent": intent}), owner_uid=UID)
     assert info.value.intent == name
 
 
 def test_ambiguous_intent_raises_variant_error() -> None:
     with pytest.raises(VariantError, match="multiple variants"):
-        render_children(make({"intent": {**FLUX, **OCI_APP}}), owner_uid=UID)
+        rendered(make({"intent": {**FLUX, **OCI_APP}}), owner_uid=UID)
 
 
 def test_missing_uid_is_a_render_error() -> None:
     with pytest.raises(RenderError, match="uid"):
-        render_children(make({"intent": FLUX}), owner_uid="")
+        rendered(make({"intent": FLUX}), owner_uid="")
 
 
 # ── routing ─────────────────────────────────────────────────────────────────
@@ -251,7 +258,7 @@ CFG = RoutingConfig(cluster="pleme-dev", location="use1", domain="quero.lol", dn
 
 
 def test_routing_renders_ingress_and_dnsendpoint_per_spec_vectors() -> None:
-    docs = render_children(make({"intent": FLUX, "routing": ROUTING}, name="demo-prod"), owner_uid=UID, routing=CFG)
+    docs = rendered(make({"intent": FLUX, "routing": ROUTING}, name="demo-prod"), owner_uid=UID, routing=CFG)
     kinds = [(d["kind"], d["metadata"]["name"]) for d in docs]
     # Appendix A.2: Ingress demo-prod-api-demo-prod, DNSEndpoint demo-prod-api-demo-prod-dns
     assert kinds == [
@@ -308,12 +315,12 @@ def test_routing_renders_ingress_and_dnsendpoint_per_spec_vectors() -> None:
 def test_stable_form_only_with_a_held_claim_and_no_dns_without_lb_target() -> None:
     process = make({"intent": FLUX, "routing": ROUTING})
     cfg = RoutingConfig()
-    names = [d["metadata"]["name"] for d in render_children(process, owner_uid=UID, routing=cfg, holds_claim=True)]
+    names = [d["metadata"]["name"] for d in rendered(process, owner_uid=UID, routing=cfg, holds_claim=True)]
     assert names == ["p", "p-api-demo-prod", "p-api-stable"]
-    stable = render_children(process, owner_uid=UID, routing=cfg, holds_claim=True)[2]
+    stable = rendered(process, owner_uid=UID, routing=cfg, holds_claim=True)[2]
     assert stable["spec"]["rules"][0]["host"] == "api.pleme-dev.use1.quero.lol"
     assert stable["metadata"]["labels"]["tatara.pleme.io/routing-form"] == "stable"
-    assert [d["metadata"]["name"] for d in render_children(process, owner_uid=UID, routing=cfg)] == [
+    assert [d["metadata"]["name"] for d in rendered(process, owner_uid=UID, routing=cfg)] == [
         "p",
         "p-api-demo-prod",
     ]
@@ -323,7 +330,7 @@ def test_hostname_without_instance_uses_the_spec_ephemeral_id() -> None:
     routing = {"hostnames": [{"app": "web", "cluster": "c2"}], "backend": {"service": "s", "port": 80}}
     process = make({"intent": FLUX, "routing": routing})
     eph = ephemeral_id(process.spec)
-    ingress = render_children(process, owner_uid=UID)[1]
+    ingress = rendered(process, owner_uid=UID)[1]
     assert ingress["metadata"]["name"] == f"p-web-{eph}"
     assert ingress["spec"]["rules"][0]["host"] == f"web.{eph}.c2.use1.quero.lol"
 
@@ -343,90 +350,43 @@ def test_hostname_without_instance_uses_the_spec_ephemeral_id() -> None:
 def test_invalid_routing_labels_fail_the_render(hostname: dict[str, str], cfg: RoutingConfig, message: str) -> None:
     routing = {"hostnames": [hostname], "backend": {"service": "s", "port": 80}}
     with pytest.raises(RenderError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        render_children(make({"intent": FLUX, "routing": routing}), owner_uid=UID, routing=cfg)
+        rendered(make({"intent": FLUX, "routing": routing}), owner_uid=UID, routing=cfg)
 
 
 def test_process_label_value_is_legal_and_bounded() -> None:
     assert process_label_value("ns", "name") == "ns.name"
     long = process_label_value("n" * 40, "x" * 200)
+    # cut to 54 characters, then "-" and 8 hex of BLAKE3("<ns>/<name>")
+    assert long == "n" * 40 + "." + "x" * 13 + "-" + blake3(("n" * 40 + "/" + "x" * 200).encode()).hexdigest()[:8]
     assert len(long) <= 63
     assert "/" not in long
     assert long != process_label_value("n" * 40, "x" * 199)
 
 
-# ── reading back ────────────────────────────────────────────────────────────
+# ── kinds and refs ──────────────────────────────────────────────────────────
 
 
-def flux_doc(*conditions: dict[str, Any], generation: int | None = None, observed: int | None = None) -> dict[str, Any]:
-    status: dict[str, Any] = {"conditions": list(conditions)}
-    if observed is not None:
-        status["observedGeneration"] = observed
-    meta: dict[str, Any] = {"name": "k", "namespace": "ns"}
-    if generation is not None:
-        meta["generation"] = generation
-    return {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": meta, "status": status}
+def test_rendered_kinds_are_the_flux_and_routing_kinds_in_apply_order() -> None:
+    assert [(r.api_version, r.kind, r.plural) for r in RENDERED_KINDS] == [
+        ("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "kustomizations"),
+        ("helm.toolkit.fluxcd.io/v2", "HelmRelease", "helmreleases"),
+        ("source.toolkit.fluxcd.io/v1", "OCIRepository", "ocirepositories"),
+        ("networking.k8s.io/v1", "Ingress", "ingresses"),
+        ("externaldns.k8s.io/v1alpha1", "DNSEndpoint", "dnsendpoints"),
+    ]
 
 
-@pytest.mark.parametrize(
-    ("doc", "ready", "stalled", "reason", "message"),
-    [
-        (flux_doc({"type": "Ready", "status": "True", "reason": "Succeeded"}), True, False, "Succeeded", ""),
-        (flux_doc({"type": "Ready", "status": "False", "message": "boom"}), False, False, "", "boom"),
-        (flux_doc({"type": "Ready", "status": "Unknown"}), None, False, "", ""),
-        (flux_doc(), None, False, "", ""),
-        (
-            flux_doc(
-                {"type": "Ready", "status": "False", "reason": "InstallFailed"},
-                {"type": "Stalled", "status": "True", "reason": "RetriesExceeded", "message": "gave up"},
-            ),
-            False,
-            True,
-            "RetriesExceeded",
-            "gave up",
-        ),
-        (
-            flux_doc({"type": "Ready", "status": "False", "reason": "RetriesExceeded"}),
-            False,
-            True,
-            "RetriesExceeded",
-            "",
-        ),
-        (flux_doc({"type": "Ready", "status": "True"}, generation=3, observed=2), None, False, "", ""),
-        (
-            flux_doc({"type": "Ready", "status": "True"}, {"type": "Ready", "status": "False"}),
-            True,
-            False,
-            "",
-            "",
-        ),
-    ],
-    ids=[
-        "Ready True is ready",
-        "Ready False carries its message",
-        "Ready Unknown is unknown",
-        "no conditions is unknown",
-        "Stalled True is a terminal failure",
-        "a terminal Ready reason is stalled",
-        "a stale observedGeneration is not ready yet",
-        "the first Ready condition wins",
-    ],
-)
-def test_child_state(doc: dict[str, Any], ready: bool | None, stalled: bool, reason: str, message: str) -> None:
-    state = child_state(doc)
-    assert (state.ready, state.stalled, state.reason, state.message) == (ready, stalled, reason, message)
-    assert state.ref == ChildRef("helm.toolkit.fluxcd.io/v2", "HelmRelease", "ns", "k")
-    assert state.object is doc
-
-
-def test_child_ref_defaults_namespace() -> None:
-    assert child_ref({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}) == ChildRef(
-        "v1", "ConfigMap", "default", "c"
-    )
+def test_every_rendered_document_is_of_a_rendered_kind() -> None:
+    kinds = {(r.api_version, r.kind) for r in RENDERED_KINDS}
+    docs = [
+        *rendered(make({"intent": OCI_APP, "routing": ROUTING}), owner_uid=UID, routing=CFG, holds_claim=True),
+        *rendered(make({"intent": FLUX}), owner_uid=UID),
+        *rendered(make({"intent": {"aplicacao": {"chartRef": "r/c", "version": "1"}}}), owner_uid=UID),
+    ]
+    assert {(d["apiVersion"], d["kind"]) for d in docs} == kinds
 
 
 def test_flux_resource_refs_skip_routing() -> None:
-    from datetime import UTC, datetime
-
     now = datetime(2025, 1, 1, tzinfo=UTC)
     docs = render_children(make({"intent": OCI_APP, "routing": ROUTING}), owner_uid=UID)
     refs = flux_resource_refs(docs, now)

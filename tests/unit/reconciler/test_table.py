@@ -1,4 +1,4 @@
-"""ProcessTable status: exact counts, capped rows, coalesced writes — process-crd §12.2, DESIGN §2.6."""
+"""ProcessTable status: exact counts, capped rows, coalesced writes (docs/behaviour.md#processtable-status)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
 from shared.kube.client import KubeClient, Resource
 from shared.kube.errors import NotFound
+from shared.kube.meta import as_json
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -64,7 +65,7 @@ def test_pid_order_is_hierarchical_and_numeric() -> None:
 def test_status_has_exact_counts_one_row_per_process_and_last_reconciled() -> None:
     procs = [process("b", pid="seph.2", phase="Attested"), process("a", pid="seph.1", phase="Running"),
              process("c")]
-    status = table_status(procs, NOW)
+    status = as_json(table_status(procs, NOW))
     assert status["processCount"] == 3
     assert status["readyCount"] == 1
     assert status["lastReconciled"] == "2025-01-02T03:04:05Z"
@@ -76,24 +77,28 @@ def test_status_has_exact_counts_one_row_per_process_and_last_reconciled() -> No
 
 def test_rows_are_capped_by_count_keeping_the_lowest_pids() -> None:
     procs = [process(f"p{i}", pid=f"r.{i}") for i in range(1, 11)]
-    status = table_status(procs, NOW, max_rows=3)
+    status = as_json(table_status(procs, NOW, max_rows=3))
     assert status["processCount"] == 10
     assert [r["pid"] for r in status["processes"]] == ["r.1", "r.2", "r.3"]
 
 
 def test_rows_are_capped_by_bytes() -> None:
     procs = [process(f"p{i}", pid=f"r.{i}") for i in range(1, 11)]
-    one = len(msgspec.json.encode(table_status(procs[:1], NOW)["processes"][0])) + 1
-    assert len(table_status(procs, NOW, max_bytes=one * 4)["processes"]) == 4
+    # the rows of r.1 … r.9 are this long, plus one byte each (the separator)
+    row = '{"name":"p1","namespace":"ns","pid":"r.1","phase":"Pending","pointType":"Gate","substrate":"Observability"}'
+    one = len(row) + 1
+    assert [r.pid for r in table_status(procs, NOW, max_bytes=one * 4).processes] == ["r.1", "r.2", "r.3", "r.4"]
+    assert [r.pid for r in table_status(procs, NOW, max_bytes=one * 4 - 1).processes] == ["r.1", "r.2", "r.3"]
 
 
 def test_ten_thousand_processes_stay_far_below_the_etcd_limit() -> None:
     procs = [process("x" * 253, pid=f"{'n' * 26}.{i}", phase="Attested" if i % 3 else "Running",
                      namespace="y" * 63) for i in range(10_000)]
     status = table_status(procs, NOW)
-    assert status["processCount"] == 10_000
-    assert status["readyCount"] == sum(1 for i in range(10_000) if i % 3)
-    assert len(msgspec.json.encode(status)) < 300 * 1024  # 1.5 MiB is etcd's limit
+    assert status.process_count == 10_000
+    assert status.ready_count == 6666  # every i not divisible by 3 is Attested
+    assert len(status.processes) == 500  # the row cap: 500 rows of about 450 bytes stay within 256 KiB
+    assert len(msgspec.json.encode(as_json(status))) < 300 * 1024  # 1.5 MiB is etcd's limit
 
 
 class FakeTableClient:
@@ -132,8 +137,10 @@ def writer(fake: FakeTableClient, procs: Iterable[Process], **kwargs: Any) -> Ta
 @pytest.mark.anyio
 async def test_a_write_that_changes_nothing_is_skipped() -> None:
     procs = [process("a", pid="seph.1", phase="Attested")]
-    stored = {k: v for k, v in table_status(procs, NOW).items() if k != "lastReconciled"}
-    fake = FakeTableClient({**stored, "lastReconciled": "2020-01-01T00:00:00Z"})
+    stored = {"processCount": 1, "readyCount": 1, "lastReconciled": "2020-01-01T00:00:00Z",
+              "processes": [{"name": "a", "namespace": "ns", "pid": "seph.1", "phase": "Attested",
+                             "pointType": "Gate", "substrate": "Observability"}]}
+    fake = FakeTableClient(stored)
     w = writer(fake, procs)
     assert await w.flush() is False
     assert fake.patches == []

@@ -1,0 +1,125 @@
+"""The children of a Process as the reconciler reads them back: their refs and their readiness.
+
+A child is any object the Process rendered (Flux objects, routing objects) or a boundary condition
+names (a Job, a receipt ConfigMap). :class:`ChildRef` names one; :func:`child_state` reads the
+readiness of a cached document the way Flux and kstatus report it (docs/behaviour.md "Running").
+Pure: documents in, values out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from shared.domain.resources import FLUX_KINDS
+
+__all__ = [
+    "FLUX_API_GROUPS",
+    "TERMINAL_REASONS",
+    "ChildRef",
+    "ChildState",
+    "Document",
+    "child_ref",
+    "child_state",
+    "is_flux_resource",
+]
+
+Document = Mapping[str, object]
+"""A decoded JSON object (a cached child as the API server serves it)."""
+
+FLUX_API_GROUPS: Final = frozenset(r.group for r in FLUX_KINDS)
+"""Children from these groups are the Process's ``status.fluxResources``; routing objects are not."""
+
+TERMINAL_REASONS: Final = frozenset({"RetriesExceeded", "InvalidChartReference", "MissingRollbackTarget"})
+"""Flux ``Ready=False`` reasons that no retry will fix: the child is stalled (docs/behaviour.md "Failed")."""
+
+
+@dataclass(frozen=True)
+class ChildRef:
+    """One child by apiVersion, kind, namespace and name."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ChildState:
+    """What the reconciler knows of one child from the cache.
+
+    ``ready``: the ``Ready`` condition's status (True/False), None when absent, Unknown or stale;
+    ``stalled``: a terminal failure (``Stalled=True``, or ``Ready=False`` with a terminal reason);
+    ``reason`` / ``message``: from that condition; ``object``: the cached document.
+    """
+
+    ref: ChildRef
+    ready: bool | None
+    stalled: bool = False
+    reason: str = ""
+    message: str = ""
+    object: Document = field(default_factory=dict)
+
+
+def _mapping(value: object) -> Document:
+    return value if isinstance(value, Mapping) else {}
+
+
+def child_ref(doc: Document) -> ChildRef:
+    """The ref of a cached document (a missing namespace reads as ``default``)."""
+    meta = _mapping(doc.get("metadata"))
+    return ChildRef(
+        api_version=str(doc.get("apiVersion", "")),
+        kind=str(doc.get("kind", "")),
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name", "")),
+    )
+
+
+def is_flux_resource(ref: ChildRef) -> bool:
+    """True for the Flux kinds (counted in ``status.fluxResources`` and the artifact hash); False for routing."""
+    return ref.api_version.partition("/")[0] in FLUX_API_GROUPS
+
+
+def _conditions(doc: Document) -> list[Document]:
+    conds = _mapping(doc.get("status")).get("conditions")
+    return [c for c in conds if isinstance(c, Mapping)] if isinstance(conds, list) else []
+
+
+def _first(conds: list[Document], type_: str) -> Document | None:
+    return next((c for c in conds if c.get("type") == type_), None)
+
+
+def child_state(doc: Document) -> ChildState:
+    """Readiness of a Flux/kstatus object.
+
+    ``ready``: the first ``Ready`` condition — ``"True"`` → True, ``"False"`` → False, else None;
+    None too while ``status.observedGeneration`` is behind ``metadata.generation`` (stale status).
+    ``stalled``: ``Stalled=True``, or ``Ready=False`` with a reason in :data:`TERMINAL_REASONS`.
+    ``reason``/``message``: from the Stalled condition when stalled, else from Ready.
+    """
+    conds = _conditions(doc)
+    ready_cond = _first(conds, "Ready")
+    stalled_cond = _first(conds, "Stalled")
+    ready: bool | None = None
+    if ready_cond is not None:
+        ready = {"True": True, "False": False}.get(str(ready_cond.get("status")))
+    observed = _mapping(doc.get("status")).get("observedGeneration")
+    generation = _mapping(doc.get("metadata")).get("generation")
+    if isinstance(observed, int) and isinstance(generation, int) and observed < generation:
+        ready = None
+    stalled = False
+    source = ready_cond
+    if stalled_cond is not None and stalled_cond.get("status") == "True":
+        stalled, source = True, stalled_cond
+    elif ready is False and ready_cond is not None and ready_cond.get("reason") in TERMINAL_REASONS:
+        stalled = True
+    return ChildState(
+        ref=child_ref(doc),
+        ready=ready,
+        stalled=stalled,
+        reason=str((source or {}).get("reason") or ""),
+        message=str((source or {}).get("message") or ""),
+        object=doc,
+    )

@@ -1,0 +1,77 @@
+"""Routing children (Ingress, DNSEndpoint) with the reconciler running: watched like the Flux children,
+applied again when one goes missing, and deleted at Reaped (docs/behaviour.md#ingress-and-dnsendpoint)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from shared.domain.resources import DNS_ENDPOINTS, INGRESSES, PROCESSES
+from shared.kube.client import EVENTS, KubeClient
+from tests.integration.reconciler.conftest import NO_HEARTBEAT, reconciler_running
+from tests.integration.reconciler.test_lifecycle import flux_process, read
+from tests.integration.reconciler.test_scenarios import gone, reached, signal
+from tests.support.kube import wait_for
+
+pytestmark = pytest.mark.anyio
+
+INGRESS = "routed-api-one"
+DNS = "routed-api-one-dns"
+
+
+def routed_process() -> dict[str, Any]:
+    process = flux_process("routed")
+    process["spec"]["routing"] = {"hostnames": [{"app": "api", "instance": "one"}],
+                                  "backend": {"service": "svc", "port": 80}}
+    return process
+
+
+async def events(kc: KubeClient, namespace: str) -> dict[tuple[str, str], int]:
+    """The Process's Events: (reason, message) → count (a repeat within 10 minutes is aggregated)."""
+    items = msgspec.json.decode(await kc.list(EVENTS, namespace))["items"]
+    return {(e["reason"], e["message"]): e["count"] for e in items if e["involvedObject"]["name"] == "routed"}
+
+
+async def test_a_routing_child_is_watched_applied_again_when_gone_and_deleted_at_reaped(
+    kc: KubeClient, namespace: str
+) -> None:
+    # No heartbeat within the test's reach: whatever wakes the Process here is a watch (or a TICK).
+    async with reconciler_running(kc, namespace, heartbeat_seconds=NO_HEARTBEAT, dns_lb_target="lb.example.test"):
+        await kc.create(PROCESSES, routed_process(), namespace)
+        await wait_for(reached(kc, namespace, "routed", "Attested"), timeout=60, what="Attested")
+        process = await read(kc, PROCESSES, "routed", namespace)
+        first = await read(kc, INGRESSES, INGRESS, namespace)
+        dns = await read(kc, DNS_ENDPOINTS, DNS, namespace)
+        for child in (first, dns):
+            (owner,) = child["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["uid"], owner["controller"]) == ("Process", process["metadata"]["uid"], True)
+        assert dns["spec"]["endpoints"][0]["targets"] == ["lb.example.test"]
+
+        # Deleting the Ingress wakes its Process through the Ingress watch: drift, and the Ingress is back.
+        await kc.delete(INGRESSES, INGRESS, namespace)
+
+        async def applied_again() -> dict[str, Any] | None:
+            try:
+                again = await read(kc, INGRESSES, INGRESS, namespace)
+            except Exception:
+                return None
+            return again if again["metadata"]["uid"] != first["metadata"]["uid"] else None
+
+        await wait_for(applied_again, timeout=30, what="the Ingress applied again")
+        await wait_for(reached(kc, namespace, "routed", "Attested"), timeout=60, what="Attested again")
+        seen = await events(kc, namespace)
+        # one drift, one pass through Execing and Running again, the next attestation
+        assert seen[("PhaseReconverging", f"routing drift detected: Ingress {namespace}/{INGRESS} missing")] == 1
+        assert seen[("PhaseExecing", "reconverging: rendering again")] == 1
+        assert seen[("PhaseRunning", "rendered 3 resource(s); waiting for them to become Ready")] == 2
+        assert seen[("PhaseAttested", "attested generation 1")] == 1
+
+        # Reaped deletes the routing children itself: the Process stays as a Reaped record, so this is
+        # not the garbage collector following ownerReferences.
+        await signal(kc, namespace, "routed", "SIGTERM")
+        await wait_for(reached(kc, namespace, "routed", "Reaped"), timeout=30, what="Reaped after SIGTERM")
+        await wait_for(lambda: gone(kc, INGRESSES, INGRESS, namespace), timeout=30, what="the Ingress deleted")
+        await wait_for(lambda: gone(kc, DNS_ENDPOINTS, DNS, namespace), timeout=30, what="the DNSEndpoint deleted")
+        assert (await read(kc, PROCESSES, "routed", namespace))["metadata"].get("deletionTimestamp") is None
