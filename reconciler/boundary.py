@@ -1,12 +1,12 @@
-"""Boundary (pre/postcondition) evaluation over a snapshot — spec/process-reconciler.md §8,
-process-crd.md §4.4; ``boundary.timeout`` per DESIGN.md §2.7.
+"""Boundary (pre/postcondition) evaluation over a snapshot: docs/behaviour.md#boundary-conditions
+(each kind: docs/behaviour.md#condition-kinds; ``boundary.timeout``: docs/behaviour.md#boundary-timeout).
 
 Pure: reads only :class:`~reconciler.decision.Observed`. Objects a condition names (a Job, a
 receipt ConfigMap, a Kustomization in another namespace) are looked up in ``observed.children``
-by :class:`ChildRef`; the executor fetches them beforehand — :func:`referenced_refs` lists
-them and :func:`promql_queries` the PromQL queries for ``observed.prometheus``. Missing from
-the snapshot means absent (the spec's 404). Nothing here raises: bad params and unknown kinds
-give an Unknown row.
+by :class:`ChildRef`; the controller fetches them beforehand (:mod:`reconciler.prefetch`):
+:func:`referenced_refs` lists them and :func:`promql_queries` the PromQL queries for
+``observed.prometheus``. Missing from the snapshot means absent (a 404). Nothing here raises: bad
+params and unknown kinds give an Unknown row.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT: Final = timedelta(seconds=900)
-"""``boundary.timeout`` when absent (process-crd §4.4, ``default_boundary_timeout_seconds``)."""
+"""``boundary.timeout`` when absent (the reference's ``default_boundary_timeout_seconds``)."""
 
 _JOB: Final = ("batch/v1", "Job")
 _CONFIG_MAP: Final = ("v1", "ConfigMap")
@@ -50,7 +50,7 @@ _CONVERGING: Final = frozenset({ProcessPhase.EXECING, ProcessPhase.RUNNING, Proc
 
 
 class Outcome(Enum):
-    """One condition's result (spec §8.1). Unknown counts as unsatisfied."""
+    """One condition's result. Unknown counts as unsatisfied."""
 
     SATISFIED = "Satisfied"
     UNSATISFIED = "Unsatisfied"
@@ -67,7 +67,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class BoundaryResult:
-    """Rows for ``status.boundary.pre/postconditions`` (spec order) and the overall verdict."""
+    """Rows for ``status.boundary.pre/postconditions`` (the conditions' order) and the overall verdict."""
 
     rows: tuple[CheckedCondition, ...]
     satisfied: bool
@@ -124,7 +124,7 @@ def _ns(process: Process) -> str:
     return process.metadata.namespace or "default"
 
 
-# ── per kind (§8.2) ────────────────────────────────────────────────────────────
+# ── per kind ────────────────────────────────────────────────────────────────────
 
 
 def _process_phase(params: _PhaseParams, process: Process, observed: Observed) -> Verdict:
@@ -167,7 +167,8 @@ def _job_counts(job: ChildState) -> tuple[int, int, int]:
 
 
 def _receipt(observed: Observed, ns: str, cm: str, expected_root: str | None) -> str | None:
-    """spec §8.3. None when the receipt verifies, ``"missing"`` or a malformed reason otherwise."""
+    """The receipt check (docs/wire-format.md#receipts): None when the receipt verifies, ``"missing"`` or
+    a malformed reason otherwise."""
     state = _lookup(observed, _CONFIG_MAP, ns, cm)
     if state is None:
         return "missing"
@@ -229,7 +230,7 @@ def _closed_loop(params: _ClosedLoopParams, process: Process, observed: Observed
 
 
 def _promql(params: _PromParams, observed: Observed) -> Verdict:
-    """Truthy scalar → Satisfied (process-crd §4.4); the executor pre-fetched the result."""
+    """Truthy scalar → Satisfied; the controller pre-fetched the result (:mod:`reconciler.prefetch`)."""
     if params.query not in observed.prometheus:
         return Verdict(Outcome.UNKNOWN, "no Prometheus URL configured")
     value = observed.prometheus[params.query]
@@ -251,7 +252,7 @@ _PARAM_LABEL: Final[Mapping[ConditionKind, str]] = {
 
 
 def check(condition: Condition, process: Process, observed: Observed) -> Verdict:
-    """One condition's verdict (spec §8.2). Never raises."""
+    """One condition's verdict. Never raises."""
     kind = condition.kind
     try:
         if kind is ConditionKind.PROCESS_PHASE:
@@ -270,13 +271,13 @@ def check(condition: Condition, process: Process, observed: Observed) -> Verdict
             return _promql(_params(condition.params, _PromParams), observed)
     except _BadParams as err:
         return Verdict(Outcome.UNKNOWN, f"{_PARAM_LABEL[kind]} params invalid: {err}")
-    except Exception as err:  # a bug in one evaluator must not block the Process (issue 5)
+    except Exception as err:  # a bug in one evaluator must not block the Process
         return Verdict(Outcome.UNKNOWN, f"{kind.value} evaluation error: {err}")
     return Verdict(Outcome.UNKNOWN, kind.stub_message or f"condition kind {kind.value!r} is not supported")
 
 
 def evaluate(conditions: Sequence[Condition], observed: Observed) -> BoundaryResult:
-    """Evaluate ``conditions`` in order against ``observed`` (spec §8.1).
+    """Evaluate ``conditions`` in order against ``observed``.
 
     Each row: ``{kind, params, satisfied, lastCheck: observed.now, message}`` with the message
     left out when satisfied. ``satisfied`` on the result is the AND of all rows.
@@ -298,7 +299,7 @@ def evaluate(conditions: Sequence[Condition], observed: Observed) -> BoundaryRes
     return BoundaryResult(rows=tuple(rows), satisfied=all(r.satisfied for r in rows))
 
 
-# ── what the executor must fetch ──────────────────────────────────────────────
+# ── what must be fetched beforehand ───────────────────────────────────────────
 
 
 def referenced_refs(conditions: Sequence[Condition], process: Process) -> list[ChildRef]:

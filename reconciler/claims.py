@@ -1,8 +1,9 @@
 """Stable-name claims arbiter: who holds ``<cluster>/<app>`` in ``ProcessTable.status.claims``.
 
-Pure decisions of process-reconciler §5.4.2–§5.4.3 (process-crd §12.3). The reference's write
-never lands (its apply body lacks apiVersion/kind, §5.4.2 "Observed defect"); the executor here
-writes :func:`arbitrate`'s result with a status merge patch when :func:`claims_changed`.
+Pure decisions of docs/behaviour.md#stable-name-claims (the record's shape: docs/wire-format.md#claims).
+The reference's write never lands (its apply body lacks apiVersion/kind,
+docs/divergences.md#stable-name-claims); the executor here writes :func:`arbitrate`'s result with
+a status merge patch when :func:`claims_changed`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ __all__ = ["ELIGIBLE_PHASES", "Candidate", "ClaimAction", "ClaimDecision", "arbi
            "claims_changed", "decide_claim", "holds_any_claim"]
 
 ELIGIBLE_PHASES = frozenset({ProcessPhase.RUNNING, ProcessPhase.ATTESTED})
-"""Only Processes in these phases may hold a claim (§5.4.3)."""
+"""Only Processes in these phases may hold a claim."""
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One (Process, hostname) bid for a key (§5.4.2 step 2)."""
+    """One (Process, hostname) bid for a key."""
 
     ref: str
     """``<namespace>/<name>``."""
@@ -51,7 +52,7 @@ class ClaimDecision:
 
 def candidates_by_key(processes: Iterable[Process], fleet_cluster: str, now: datetime) -> dict[str, list[Candidate]]:
     """Candidates per ``<hostname.cluster or fleet_cluster>/<hostname.app>`` key, in input order then
-    hostname order, duplicates kept (§5.4.2 step 2). Only ``routing.stableNameClaim: true`` bids."""
+    hostname order, duplicates kept. Only ``routing.stableNameClaim: true`` bids."""
     out: dict[str, list[Candidate]] = {}
     for process in processes:
         routing = process.spec.routing
@@ -71,7 +72,7 @@ def candidates_by_key(processes: Iterable[Process], fleet_cluster: str, now: dat
 
 
 def _better(challenger: Candidate, best: Candidate) -> bool:
-    """Higher priority; then earlier createdAt; then the smaller ref; an exact tie keeps the later (§5.4.3)."""
+    """Higher priority; then earlier createdAt; then the smaller ref; an exact tie keeps the later."""
     if challenger.priority != best.priority:
         return challenger.priority > best.priority
     if challenger.created_at != best.created_at:
@@ -80,7 +81,7 @@ def _better(challenger: Candidate, best: Candidate) -> bool:
 
 
 def decide_claim(current: ClaimRecord | None, candidates: Iterable[Candidate], now: datetime) -> ClaimDecision:
-    """The decision for one key (§5.4.3): Vacate without an eligible candidate; Hold when the
+    """The decision for one key: Vacate without an eligible candidate; Hold when the
     current holder (same ref and pid) still wins; otherwise Transfer with ``grantedAt = now``."""
     winner: Candidate | None = None
     for candidate in candidates:
@@ -98,7 +99,7 @@ def decide_claim(current: ClaimRecord | None, candidates: Iterable[Candidate], n
 
 def arbitrate(current: Mapping[str, ClaimRecord], candidates: Mapping[str, list[Candidate]],
               now: datetime) -> tuple[dict[str, ClaimRecord], dict[str, ClaimDecision]]:
-    """New claims map and the decision per key, for every key in current ∪ candidates, sorted (§5.4.2 step 4)."""
+    """New claims map and the decision per key, for every key in current ∪ candidates, sorted."""
     claims: dict[str, ClaimRecord] = {}
     decisions: dict[str, ClaimDecision] = {}
     for key in sorted(set(current) | set(candidates)):
@@ -110,11 +111,11 @@ def arbitrate(current: Mapping[str, ClaimRecord], candidates: Mapping[str, list[
 
 
 def claims_changed(current: Mapping[str, ClaimRecord], new: Mapping[str, ClaimRecord]) -> bool:
-    """Whether the map differs, records compared field by field including ``grantedAt`` (§5.4.2 step 5)."""
+    """Whether the map differs, records compared field by field including ``grantedAt``."""
     return dict(current) != dict(new)
 
 
 def holds_any_claim(claims: Mapping[str, ClaimRecord], namespace: str, name: str) -> bool:
-    """True when any record's holder is ``<namespace>/<name>``; pid not compared (§5.4.4)."""
+    """True when any record's holder is ``<namespace>/<name>``; pid not compared."""
     ref = f"{namespace}/{name}"
     return any(record.holder == ref for record in claims.values())

@@ -1,13 +1,13 @@
-"""Flags and environment variables of ``tatara-reconciler`` (process-reconciler §1.1).
+"""Flags and environment variables of ``tatara-reconciler`` (docs/behaviour.md#tatara-reconciler-flags).
 
 Every setting is ``--flag value`` (or ``--flag=value``); when the flag is absent its environment
-variable is used; when both are absent the default applies (§1.1). The reference's flags keep
-their names, variables and defaults; added here (DESIGN §4): leader election (on by default,
-Lease durations 15/10/2 s), the Prometheus URL for PromQL boundary checks, the log level and the
-ProcessTable status write interval.
+variable is used; when both are absent the default applies. The reference's flags keep their
+names, variables and defaults; added here (docs/divergences.md#start-up-flags): leader election (on
+by default, Lease durations 15/10/2 s), the Prometheus URL for PromQL boundary checks, the log level
+and the ProcessTable status write interval.
 
-``--health-addr`` serves ``/healthz``, ``/readyz`` and ``/metrics`` on one port (DESIGN §4).
-Invalid values exit with status 2 and a message naming the flag or variable (§1.2 step 2).
+``--health-addr`` serves ``/healthz``, ``/readyz`` and ``/metrics`` on one port (docs/runtime.md#health).
+Invalid values exit with status 2 and a message naming the flag or variable.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ __all__ = ["LOG_LEVELS", "ConfigError", "ReconcilerConfig", "build_parser", "par
 
 @dataclass(frozen=True)
 class ReconcilerConfig:
-    """The reconciler's settings after flags, environment and defaults are merged (§1.1)."""
+    """The reconciler's settings after flags, environment and defaults are merged."""
 
     watch_namespace: str = ""
     """Empty: watch Processes in all namespaces."""
@@ -39,7 +39,7 @@ class ReconcilerConfig:
     health_host: str = "0.0.0.0"
     health_port: int = 8080
     heartbeat_seconds: int = 30
-    """Requeue delay for suspended Processes (§0.2)."""
+    """HEARTBEAT: the requeue delay of every wait, suspended Processes included (docs/behaviour.md#timing)."""
     export_worker_image: str = "ghcr.io/pleme-io/tatara-export-worker:0.2.0"
     export_worker_service_account: str = "tatara-export-worker"
     fleet_cluster: str = "pleme-dev"
@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> ReconcilerConfig:
-    """Merge ``argv`` (without the program name), ``environ`` and the defaults (§1.1).
+    """Merge ``argv`` (without the program name), ``environ`` and the defaults.
 
     Raises:
         ConfigError: an unknown flag, or a value that does not parse (the message names the flag or
@@ -156,7 +156,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
 
 
 def parse_or_exit(argv: Sequence[str] | None, environ: Mapping[str, str]) -> ReconcilerConfig:
-    """:func:`parse_config`; on bad input print the usage and the error to stderr and exit 2 (§1.2 step 2).
+    """:func:`parse_config`; on bad input print the usage and the error to stderr and exit 2.
 
     ``--help`` prints the help and exits 0.
     """

@@ -1,6 +1,7 @@
 """The ephemeral lifetime clock: teardown policy and TTL from ``metadata.creationTimestamp``.
 
-— spec/lifetime-pool-allocation.md §4.2–§4.4; durations per §0.7 (:mod:`shared.domain.duration`).
+The rules and reason texts: docs/behaviour.md#ttl and docs/behaviour.md#teardown-policy; durations
+are humantime (docs/wire-format.md#durations, :mod:`shared.domain.duration`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ __all__ = ["evaluate", "requeue_with_ttl"]
 
 
 def _ttl(text: str) -> timedelta | None:
-    """The TTL, or None when it does not parse (silently ignored, §4.3 step 3.2)."""
+    """The TTL, or None when it does not parse (silently ignored)."""
     try:
         return parse_duration(text)
     except DurationError:
@@ -23,7 +24,7 @@ def _ttl(text: str) -> timedelta | None:
 
 
 def _ttl_state(process: Process, now: datetime) -> tuple[str, timedelta, timedelta] | None:
-    """(ttl as written, ttl, elapsed) when the TTL can be evaluated (§4.3 step 3), else None."""
+    """(ttl as written, ttl, elapsed) when the TTL can be evaluated, else None."""
     eph = process.spec.lifetime.resolved_ephemeral()
     created = process.metadata.creation_timestamp
     if eph is None or created is None:
@@ -36,7 +37,7 @@ def _ttl_state(process: Process, now: datetime) -> tuple[str, timedelta, timedel
 
 
 def evaluate(process: Process, phase: ProcessPhase, now: datetime) -> str | None:
-    """The clock (§4.3): the terminate reason text when it fires now, else None (Skip).
+    """The clock: the terminate reason text when it fires now, else None (Skip).
 
     Teardown policy first (``ephemeral lifetime: teardown_policy=<P> fired on <Phase>``), then the
     TTL from ``metadata.creationTimestamp`` outside the exit phases
@@ -59,7 +60,7 @@ def evaluate(process: Process, phase: ProcessPhase, now: datetime) -> str | None
 
 
 def requeue_with_ttl(process: Process, now: datetime, default: float) -> float:
-    """Seconds until the next check (§4.4): ``max(min(default, ttl remaining), 1)``, or ``default``."""
+    """Seconds until the next check: ``max(min(default, ttl remaining), 1)``, or ``default``."""
     state = _ttl_state(process, now)
     if state is None:
         return default

@@ -1,4 +1,4 @@
-"""``tatara_*`` domain metrics of the Process reconciler (DESIGN §4 "Observability").
+"""``tatara_*`` domain metrics of the Process reconciler (docs/behaviour.md#domain-metrics).
 
 - ``tatara_process_phase_transitions_total{from,to}``: phase changes written;
 - ``tatara_process_phase_seconds{phase}``: time spent in a phase, observed when it is left

@@ -1,4 +1,4 @@
-"""The I/O the pure boundary evaluation needs, fetched before ``decide`` (process-reconciler §8).
+"""The I/O the pure boundary evaluation needs, fetched before ``decide`` (docs/behaviour.md#boundary-conditions).
 
 :mod:`reconciler.boundary` reads only the :class:`~reconciler.decision.Observed` snapshot. Two
 things in it do not come from the caches:

@@ -4,8 +4,8 @@ Pure: :func:`effect_of` maps (signal, phase, ``spec.signals``) to a :class:`Sign
 :func:`ingest` reads the annotation. The dispatcher (:mod:`reconciler.phases`) turns an
 effect into a Decision that also strips the annotation (one-shot).
 
-— spec/process-reconciler.md §4 (ingestion §4.1, effect table §4.2, writes §4.3),
-  spec/process-crd.md §7.1–§7.3; DESIGN.md §2.8 (``sigkillForce``).
+The spellings: docs/wire-format.md#signal-spellings; delivery and the effect table:
+docs/behaviour.md#sending-a-signal and docs/behaviour.md#signal-effects.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _P = ProcessPhase
 
 
 class EffectKind(StrEnum):
-    """What a signal does (§4.3): a phase change, a forced step, a spec patch, or nothing."""
+    """What a signal does: a phase change, a forced step, a spec patch, or nothing."""
 
     GO_TO = "GoTo"
     FORCE_ATTEST = "ForceAttest"
@@ -58,7 +58,7 @@ REMEDIATE_MESSAGE = "remediate requested (SIGUSR2)"
 
 
 def parse_signal(raw: str) -> ProcessSignal | None:
-    """The signal named by an annotation value, or None (§4.1 step 3).
+    """The signal named by an annotation value, or None.
 
     ASCII upper-case, no trimming; canonical (``SIGHUP``) or short (``HUP``) form.
     """
@@ -73,9 +73,9 @@ def _nothing(why: str) -> SignalEffect:
 
 
 def effect_of(signal: ProcessSignal, phase: ProcessPhase, policy: SignalPolicy) -> SignalEffect:
-    """The effect of ``signal`` on a Process in ``phase`` (process-reconciler.md §4.2).
+    """The effect of ``signal`` on a Process in ``phase`` (docs/behaviour.md#signal-effects).
 
-    Differences from the reference table, all DESIGN.md §2: SIGTERM on a Process already
+    Differences from the reference table (docs/divergences.md#signals-phases): SIGTERM on a Process already
     Exiting does nothing (a rewrite would restart the grace period); SIGKILL is refused when
     ``spec.signals.sigkillForce`` is false; SIGKILL on Failed/Zombie reaps, as the pure table
     in the reference does (open question 14).
@@ -122,7 +122,7 @@ class Ingestion:
 
 
 def ingest(annotations: Mapping[str, str]) -> Ingestion | None:
-    """Read the one-shot signal annotation; None when absent (§4.1 steps 1 and 3)."""
+    """Read the one-shot signal annotation; None when absent."""
     raw = annotations.get(SIGNAL)
     if raw is None:
         return None

@@ -1,4 +1,5 @@
-"""PromQL postconditions against a local Prometheus stand-in, with the reconciler running (spec §8.2).
+"""PromQL postconditions against a local Prometheus stand-in, with the reconciler running
+(docs/behaviour.md#condition-kinds).
 
 The stand-in is an aiohttp server on 127.0.0.1 answering ``/api/v1/query`` from a table; the
 reconciler gets its URL as ``--prometheus-url`` (``ReconcilerConfig.prometheus_url``).

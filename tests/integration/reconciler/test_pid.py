@@ -1,4 +1,4 @@
-"""PID allocation against a real API server: concurrent forks never share a PID (DESIGN §2.5)."""
+"""PID allocation against a real API server: concurrent forks never share a PID (docs/behaviour.md#pid-allocation)."""
 
 from __future__ import annotations
 

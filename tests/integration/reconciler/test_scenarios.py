@@ -1,4 +1,4 @@
-"""Lifecycle scenarios of issue 5 against the real API server with the reconciler running:
+"""Lifecycle scenarios (docs/behaviour.md#phases) against the real API server with the reconciler running:
 the upstream closed-loop-ephemeral example, SIGSTOP/SIGCONT/SIGTERM/SIGKILL, deleting a parent with
 children, Failed → Reaped for an ephemeral Process, and a controller restart mid-lifecycle."""
 
@@ -58,11 +58,12 @@ def closed_loop_example(namespace: str) -> dict[str, Any]:
     process["metadata"]["namespace"] = namespace
     post = process["spec"]["boundary"]["postconditions"]
     # HelmReleaseReleased names a HelmRelease *object*; the reconciler names it after the Process
-    # (spec §7.3: metadata.name = P, in the Process namespace). Upstream points it at the Helm
-    # releaseName in demo-test, an object that never exists, so the reference never attests (spec §15).
+    # (metadata.name = P, in the Process namespace: docs/behaviour.md#helmrelease-and-ocirepository).
+    # Upstream points it at the Helm releaseName in demo-test, an object that never exists, so the
+    # reference never attests this example.
     post[0]["params"] = {"name": "closed-loop-attest", "namespace": namespace}
     # ClosedLoopAuth waits for the chart's closed-loop-probe Job and its receipt ConfigMap; no chart
-    # is installed here (Flux is a stand-in, DESIGN §6), so nothing would ever produce them.
+    # is installed here (Flux is a stand-in, tools/standins/flux.py), so nothing would ever produce them.
     del post[1]
     return process
 
@@ -161,7 +162,7 @@ async def test_sigterm_on_an_attested_process_exits_and_reaps(kc: KubeClient, na
 
         await wait_for(released, timeout=30, what="the finalizer released")
         process = await read(kc, PROCESSES, "term", namespace)
-    # A permanent Process stays as a Reaped record (DESIGN §2.2), the signal consumed.
+    # A permanent Process stays as a Reaped record (docs/behaviour.md#reaped), the signal consumed.
     assert ann.SIGNAL not in (process["metadata"].get("annotations") or {})
     assert process["metadata"].get("deletionTimestamp") is None
 

@@ -1,4 +1,5 @@
-"""reconciler.boundary: one row per case of spec/process-reconciler.md §8.2–§8.3 (messages from the spec)."""
+"""reconciler.boundary: one row per case of docs/behaviour.md#condition-kinds and the receipt checks of
+docs/wire-format.md#receipts (the documented messages)."""
 
 from __future__ import annotations
 
@@ -398,7 +399,7 @@ def test_referenced_refs_and_queries_tell_the_executor_what_to_fetch() -> None:
 
 
 def test_receipt_root_is_not_recomputed() -> None:
-    # §8.3 step 6: a receipt whose composed_root does not match its pillars still verifies.
+    # The receipt's composed_root is compared, not recomputed: one that does not match its pillars still verifies.
     assert compose_root("a", "", "i", None) != "r"
     snapshot = observed(job("j", succeeded=1), cm("j-receipt", {"receipt.json": receipt("r")}))
     verdict = check(

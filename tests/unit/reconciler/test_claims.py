@@ -1,4 +1,4 @@
-"""Stable-name claims arbiter — process-reconciler §5.4.2–§5.4.4, process-crd §12.3."""
+"""Stable-name claims arbiter (docs/behaviour.md#stable-name-claims, docs/wire-format.md#claims)."""
 
 from __future__ import annotations
 

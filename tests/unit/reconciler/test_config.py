@@ -1,4 +1,4 @@
-"""Flags, environment and defaults of tatara-reconciler — process-reconciler §1.1, §1.2; DESIGN §4."""
+"""Flags, environment and defaults of tatara-reconciler (docs/behaviour.md#tatara-reconciler-flags)."""
 
 from __future__ import annotations
 

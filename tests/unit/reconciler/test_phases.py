@@ -103,7 +103,7 @@ def goes_to(decision: Decision, source: P, target: P, message: str | None = None
         assert sent(decision)["message"] == message
 
 
-# ── the legal-transition table (process-crd.md §6.3) ─────────────────────────
+# ── the legal-transition table (docs/behaviour.md#transition-table) ──────────
 
 SPEC_EDGES = [
     (P.PENDING, P.FORKING),

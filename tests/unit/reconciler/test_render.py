@@ -257,10 +257,10 @@ ROUTING = {
 CFG = RoutingConfig(cluster="pleme-dev", location="use1", domain="quero.lol", dns_lb_target="lb.example.")
 
 
-def test_routing_renders_ingress_and_dnsendpoint_per_spec_vectors() -> None:
+def test_routing_renders_ingress_and_dnsendpoint_named_after_process_app_and_instance() -> None:
     docs = rendered(make({"intent": FLUX, "routing": ROUTING}, name="demo-prod"), owner_uid=UID, routing=CFG)
     kinds = [(d["kind"], d["metadata"]["name"]) for d in docs]
-    # Appendix A.2: Ingress demo-prod-api-demo-prod, DNSEndpoint demo-prod-api-demo-prod-dns
+    # <process>-<app>-<instance>, and the DNSEndpoint <ingress>-dns (docs/behaviour.md#ingress-and-dnsendpoint)
     assert kinds == [
         ("Kustomization", "demo-prod"),
         ("Ingress", "demo-prod-api-demo-prod"),

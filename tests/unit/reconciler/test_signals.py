@@ -1,5 +1,6 @@
-"""reconciler.signals: parsing (process-crd.md §7.1) and every row of the effect table
-(process-reconciler.md §4.2 / process-crd.md §7.3), with DESIGN §2's differences marked."""
+"""reconciler.signals: parsing (docs/wire-format.md#signal-spellings) and every row of the effect table
+(docs/behaviour.md#signal-effects), with the differences from the reference marked
+(docs/divergences.md#signals-phases)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def test_an_unparsable_annotation_is_reported_with_its_raw_value() -> None:
 
 POLICY = SignalPolicy()
 
-# (signal, phase, strategy, effect kind, target phase, message) — rows of §4.2 / §7.3
+# (signal, phase, strategy, effect kind, target phase, message): the rows of the effect table
 ROWS = [
     *[
         (S.SIGHUP, ph, SighupStrategy.RECONVERGE, EffectKind.GO_TO, P.RECONVERGING, None)
