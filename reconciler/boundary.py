@@ -186,47 +186,56 @@ def _receipt(observed: Observed, ns: str, cm: str, expected_root: str | None) ->
     return None
 
 
-def _job_attested(params: _JobParams, process: Process, observed: Observed) -> Verdict:
-    ns = params.namespace or _ns(process)
-    where = f"Job {ns}/{params.name}"
-    job = _lookup(observed, _JOB, ns, params.name)
+def _job_failure(observed: Observed, ns: str, name: str, where: str, *, counts: bool) -> Verdict | None:
+    """None when Job ``ns/name`` succeeded; else why not (not found, failed, still running — with the
+    succeeded/active counts when ``counts``). ``where`` names the Job in the message."""
+    job = _lookup(observed, _JOB, ns, name)
     if job is None:
         return Verdict(Outcome.UNSATISFIED, f"{where} not found")
     succeeded, failed, active = _job_counts(job)
     if failed > 0:
         return Verdict(Outcome.UNSATISFIED, f"{where} failed (status.failed={failed})")
     if succeeded < 1:
-        return Verdict(Outcome.UNSATISFIED, f"{where} still running (succeeded={succeeded}, active={active})")
+        detail = f" (succeeded={succeeded}, active={active})" if counts else ""
+        return Verdict(Outcome.UNSATISFIED, f"{where} still running{detail}")
+    return None
+
+
+def _receipt_verdict(observed: Observed, ns: str, cm: str, expected_root: str | None, *,
+                     missing: str, malformed: str) -> Verdict:
+    """Satisfied when receipt ConfigMap ``ns/cm`` verifies; else ``missing``, or ``malformed`` + ``: <why>``."""
+    problem = _receipt(observed, ns, cm, expected_root)
+    if problem == "missing":
+        return Verdict(Outcome.UNSATISFIED, missing)
+    if problem is not None:
+        return Verdict(Outcome.UNSATISFIED, f"{malformed}: {problem}")
+    return Verdict(Outcome.SATISFIED)
+
+
+def _job_attested(params: _JobParams, process: Process, observed: Observed) -> Verdict:
+    ns = params.namespace or _ns(process)
+    where = f"Job {ns}/{params.name}"
+    failure = _job_failure(observed, ns, params.name, where, counts=True)
+    if failure is not None:
+        return failure
     if not params.expect_receipt:
         return Verdict(Outcome.SATISFIED)
     cm = params.receipt_config_map or f"{params.name}-receipt"
-    problem = _receipt(observed, ns, cm, None)
-    if problem == "missing":
-        return Verdict(Outcome.UNSATISFIED, f"{where} succeeded but receipt ConfigMap {ns}/{cm} missing")
-    if problem is not None:
-        return Verdict(Outcome.UNSATISFIED, f"{where} receipt malformed: {problem}")
-    return Verdict(Outcome.SATISFIED)
+    return _receipt_verdict(observed, ns, cm, None,
+                            missing=f"{where} succeeded but receipt ConfigMap {ns}/{cm} missing",
+                            malformed=f"{where} receipt malformed")
 
 
 def _closed_loop(params: _ClosedLoopParams, process: Process, observed: Observed) -> Verdict:
     ns = params.namespace or _ns(process)
     job_name = params.job_name or f"{process.metadata.name}-closed-loop-probe"
-    where = f"closed-loop probe Job {ns}/{job_name}"
-    job = _lookup(observed, _JOB, ns, job_name)
-    if job is None:
-        return Verdict(Outcome.UNSATISFIED, f"{where} not found")
-    succeeded, failed, _ = _job_counts(job)
-    if failed > 0:
-        return Verdict(Outcome.UNSATISFIED, f"{where} failed (status.failed={failed})")
-    if succeeded < 1:
-        return Verdict(Outcome.UNSATISFIED, f"{where} still running")
+    failure = _job_failure(observed, ns, job_name, f"closed-loop probe Job {ns}/{job_name}", counts=False)
+    if failure is not None:
+        return failure
     cm = params.receipt_config_map or f"{job_name}-receipt"
-    problem = _receipt(observed, ns, cm, params.expected_root)
-    if problem == "missing":
-        return Verdict(Outcome.UNSATISFIED, f"closed-loop receipt ConfigMap {ns}/{cm} missing")
-    if problem is not None:
-        return Verdict(Outcome.UNSATISFIED, f"closed-loop receipt malformed: {problem}")
-    return Verdict(Outcome.SATISFIED)
+    return _receipt_verdict(observed, ns, cm, params.expected_root,
+                            missing=f"closed-loop receipt ConfigMap {ns}/{cm} missing",
+                            malformed="closed-loop receipt malformed")
 
 
 def _promql(params: _PromParams, observed: Observed) -> Verdict:
