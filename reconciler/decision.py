@@ -3,8 +3,8 @@
 Every phase handler is a pure function ``(Observed) -> Decision``: it reads only the snapshot it is
 given — the Process, its children and related Processes from the informer caches, ``now`` — and
 returns what to write, as typed values: a :class:`~reconciler.status.StatusPatch`, rendered
-manifests, :class:`~shared.kube.events.Event`\\ s. :mod:`reconciler.controller` gathers the snapshot
-and :mod:`reconciler.executor` performs the decision (docs/architecture.md).
+manifests, :class:`~shared.kube.events.Event` values. :mod:`reconciler.controller` gathers the
+snapshot and :mod:`reconciler.executor` performs the decision (docs/architecture.md#one-reconcile).
 """
 
 from __future__ import annotations
