@@ -1,0 +1,197 @@
+"""reconciler.controller: which object a decision is made on, what reaches the executor, and what comes back.
+
+The informer, the API client and the executor are fakes; the decision is the real phase machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import msgspec
+import pytest
+
+from reconciler.controller import ProcessReconciler
+from reconciler.decision import Decision
+from reconciler.executor import Executor
+from reconciler.pid import PidRefused
+from shared.domain.api.codec import convert, to_wire
+from shared.domain.api.process import Process
+from shared.kube.client import KubeClient, Resource
+from shared.kube.controller import Request, Result
+from shared.kube.errors import Conflict
+from shared.kube.informer import Informer
+from shared.kube.meta import as_json
+
+pytestmark = pytest.mark.anyio
+
+FIN = "tatara.pleme.io/process-finalizer"
+
+
+def process(phase: str, rv: str, **status: Any) -> Process:
+    return convert({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": rv, "finalizers": [FIN]},
+        "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
+                 "intent": {"flux": {"gitRepository": "repo", "path": "./app"}}},
+        "status": {"phase": phase, "phaseSince": "2025-06-01T11:59:00Z", **status},
+    }, Process)
+
+
+class FakeInformer:
+    """A cache holding fixed Processes (what the reconciler reads of an informer)."""
+
+    def __init__(self, *objects: Process) -> None:
+        self.objects = {f"{o.metadata.namespace}/{o.metadata.name}": o for o in objects}
+
+    def add_indexer(self, name: str, index: Callable[[Process], Iterable[str]]) -> None:
+        pass
+
+    def add_handler(self, handler: Callable[..., None]) -> None:
+        pass
+
+    def get(self, key: str) -> Process | None:
+        return self.objects.get(key)
+
+    def by_index(self, name: str, value: str) -> list[Process]:
+        return []
+
+    def keys(self) -> list[str]:
+        return list(self.objects)
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+
+@dataclass
+class FakeClient:
+    """The live object GET returns, and the merge patches sent (finalizer writes)."""
+
+    live: Process | None = None
+    gets: int = 0
+    patches: list[Any] = field(default_factory=list)
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
+        self.gets += 1
+        assert self.live is not None
+        return msgspec.json.encode(to_wire(self.live))
+
+    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None) -> bytes:
+        self.patches.append(patch)
+        return b"{}"
+
+
+@dataclass
+class FakeExecutor:
+    """Records what it is asked to execute; raises ``error`` when set."""
+
+    done: list[tuple[Process, Decision, str | None]] = field(default_factory=list)
+    error: Exception | None = None
+    client: FakeClient | None = None
+    patches_before: list[int] = field(default_factory=list)
+    """How many patches ``client`` had sent when each decision was executed."""
+
+    async def execute(self, process: Process, decision: Decision, *, guard: str | None = None) -> None:
+        self.done.append((process, decision, guard))
+        if self.client is not None:
+            self.patches_before.append(len(self.client.patches))
+        if self.error is not None:
+            raise self.error
+
+
+def reconciler(cached: Process, client: FakeClient, executor: FakeExecutor,
+               allocate: Callable[[Process], str] | None = None) -> ProcessReconciler:
+    async def allocate_pid(p: Process) -> str:
+        assert allocate is not None, "no PID expected"
+        return allocate(p)
+
+    return ProcessReconciler(cast(KubeClient, client), cast(Informer[Process], FakeInformer(cached)),
+                             cast(Executor, executor), allocate_pid)
+
+
+REQUEST = Request("ns", "p")
+
+
+async def test_a_decision_that_allocates_a_pid_is_made_on_the_live_object_and_guarded_by_it() -> None:
+    cached = process("Forking", "5")
+    client, executor = FakeClient(live=cached), FakeExecutor()
+    result = await reconciler(cached, client, executor, allocate=lambda p: "me.7").reconcile(REQUEST)
+    assert client.gets == 1
+    ((basis, decision, guard),) = executor.done
+    assert (basis, guard) == (cached, "5")  # live at the cached resourceVersion: the cached copy is the basis
+    assert as_json(decision.status)["pid"] == "me.7"
+    assert as_json(decision.status)["phase"] == "Execing"
+    assert result == Result.after(1.0)
+
+
+async def test_a_live_object_that_moved_on_is_decided_again_and_no_second_pid_is_allocated() -> None:
+    cached = process("Forking", "5")
+    live = process("Execing", "9", pid="me.7")  # our own last write, not in the cache yet
+    client, executor = FakeClient(live=live), FakeExecutor()
+    await reconciler(cached, client, executor).reconcile(REQUEST)  # allocating would fail the test
+    ((basis, decision, guard),) = executor.done
+    assert (basis, guard) == (live, "9")
+    assert not decision.allocate_pid
+
+
+async def test_a_refused_pid_executes_the_refusal_instead() -> None:
+    cached = process("Forking", "5")
+    client, executor = FakeClient(live=cached), FakeExecutor()
+
+    def refuse(p: Process) -> str:
+        raise PidRefused("PID depth 2 exceeds ProcessTable maxDepth 1 (parent seph.1)")
+
+    result = await reconciler(cached, client, executor, allocate=refuse).reconcile(REQUEST)
+    ((_, decision, guard),) = executor.done
+    assert as_json(decision.status) == {"message": "PID depth 2 exceeds ProcessTable maxDepth 1 (parent seph.1)"}
+    assert [(e.type, e.reason) for e in decision.events] == [("Warning", "PidRefused")]
+    assert guard == "5"
+    assert result == Result.after(1.0)
+
+
+async def test_a_conflicting_guarded_write_decides_again_after_a_tick() -> None:
+    cached = process("Forking", "5")
+    client, executor = FakeClient(live=cached), FakeExecutor(error=Conflict(409, "Conflict", "changed"))
+    result = await reconciler(cached, client, executor, allocate=lambda p: "me.7").reconcile(REQUEST)
+    assert result == Result.after(1.0)
+    assert len(executor.done) == 1
+
+
+async def test_a_cached_decision_needs_no_live_read_and_no_guard() -> None:
+    cached = process("Zombie", "5")
+    client, executor = FakeClient(), FakeExecutor()
+    await reconciler(cached, client, executor).reconcile(REQUEST)
+    ((_, decision, guard),) = executor.done
+    assert client.gets == 0
+    assert guard is None
+    assert as_json(decision.status)["phase"] == "Reaped"
+
+
+async def test_reaped_releases_the_finalizer_after_the_decision_is_executed() -> None:
+    cached = process("Reaped", "5")
+    client, executor = FakeClient(), FakeExecutor()
+    result = await reconciler(cached, client, executor).reconcile(REQUEST)
+    ((_, decision, _),) = executor.done
+    assert decision.released
+    assert client.patches == [{"metadata": {"finalizers": [], "resourceVersion": "5"}}]
+    assert result == Result.done()
+
+
+async def test_a_process_gone_from_the_cache_is_done() -> None:
+    executor = FakeExecutor()
+    r = reconciler(process("Running", "5"), FakeClient(), executor)
+    assert await r.reconcile(Request("ns", "other")) == Result.done()
+    assert executor.done == []
+
+
+async def test_the_finalizer_goes_on_before_the_first_decision_is_executed() -> None:
+    cached = convert({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": "3"},
+                      "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
+                               "intent": {"flux": {"gitRepository": "repo", "path": "./app"}}}}, Process)
+    client = FakeClient()
+    executor = FakeExecutor(client=client)
+    await reconciler(cached, client, executor).reconcile(REQUEST)
+    assert client.patches == [{"metadata": {"finalizers": [FIN], "resourceVersion": "3"}}]
+    assert executor.patches_before == [1]  # the guarded finalizer patch came first
+    ((_, decision, _),) = executor.done
+    assert as_json(decision.status)["phase"] == "Forking"
