@@ -17,6 +17,7 @@ from shared.domain.api.codec import to_wire
 from shared.domain.api.intent import Intent
 from shared.domain.api.process import FluxResourceRef, Identity, ProcessAttestation, ProcessSpec
 from shared.domain.canonical_json import canonical_json
+from shared.domain.rust_text import debug_str
 
 __all__ = [
     "CROCKFORD_ALPHABET",
@@ -169,13 +170,14 @@ def parse_ephemeral_id(text: str) -> str:
 
     Raises :class:`InvalidEphemeralIdError`:
     ``ephemeral env id must be 8 chars, got <len>`` or
-    ``ephemeral env id must be lowercase hex [0-9a-f], got "<s>"``.
+    ``ephemeral env id must be lowercase hex [0-9a-f], got "<s>"`` (``<s>`` escaped as Rust's
+    ``{:?}``, :func:`shared.domain.rust_text.debug_str`).
     """
     length = len(text.encode("utf-8"))
     if length != EPHEMERAL_ID_HASH_LEN:
         raise InvalidEphemeralIdError(f"ephemeral env id must be 8 chars, got {length}")
     if any(c not in "0123456789abcdef" for c in text):
-        raise InvalidEphemeralIdError(f'ephemeral env id must be lowercase hex [0-9a-f], got "{text}"')
+        raise InvalidEphemeralIdError(f"ephemeral env id must be lowercase hex [0-9a-f], got {debug_str(text)}")
     return text
 
 
@@ -274,6 +276,11 @@ def slot_slug(pool_uid: str, slot: int) -> str:
 
 
 def member_process_name(pool_name: str, pool_uid: str | None, slot: int) -> str:
-    """``<pool name cut to 237 bytes>-<slot_slug>``; the uid falls back to the pool name."""
+    """``<pool name cut to 237 bytes>-<slot_slug(uid, slot)>`` — docs/wire-format.md#member-names.
+
+    The uid is the pool's ``metadata.uid`` as it is, ``""`` included; only an absent uid (None)
+    falls back to the pool name. A cut inside a multi-byte character drops that character
+    (docs/divergences.md#member-name-cut).
+    """
     prefix = pool_name.encode()[:_MEMBER_PREFIX_MAX_BYTES].decode("utf-8", "ignore")
-    return f"{prefix}-{slot_slug(pool_uid or pool_name, slot)}"
+    return f"{prefix}-{slot_slug(pool_uid if pool_uid is not None else pool_name, slot)}"

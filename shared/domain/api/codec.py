@@ -1,16 +1,18 @@
 """Decoding API JSON into the models, and encoding them back as the reference does.
 
-Decoding uses msgspec (fast; unknown keys ignored). :func:`to_wire` builds the plain
-data the reference would serialize — struct keys in declaration order, emission rules
-of :mod:`shared.domain.api.wire`, map keys sorted, timestamps in UTC with ``Z`` — which is
-also the input of the hashes in :mod:`shared.domain.identity`.
+Decoding uses msgspec (fast; unknown keys ignored) with the reference's number semantics
+(serde_json's, :mod:`shared.domain.json_number`; where and why: docs/wire-format.md#numbers).
+:func:`to_wire` builds the plain data the reference would serialize — struct keys in declaration
+order, emission rules of :mod:`shared.domain.api.wire`, map keys sorted, timestamps in UTC with
+``Z`` — which is also the input of the hashes in :mod:`shared.domain.identity`.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 
@@ -19,10 +21,13 @@ from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process, ProcessSpec
 from shared.domain.api.table import ProcessTable
 from shared.domain.api.wire import WireStruct
+from shared.domain.json_number import NumberError, is_float_integer, parse_number
 
 __all__ = [
+    "MAX_NESTING",
     "DecodeError",
     "InvalidSpecError",
+    "WireDecoder",
     "check_spec",
     "convert",
     "decode",
@@ -33,6 +38,7 @@ __all__ = [
     "encode",
     "format_timestamp",
     "to_wire",
+    "wire_decoder",
 ]
 
 T = TypeVar("T")
@@ -54,19 +60,149 @@ class InvalidSpecError(DecodeError):
         self.problems = problems
 
 
-_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+# ── the reference's number semantics (docs/wire-format.md#numbers) ─────────────────
+
+MAX_NESTING: Final = 127
+"""Most nested arrays/objects a document may have, counted from its root: serde_json's recursion
+limit (128) minus one (docs/wire-format.md#numbers)."""
+
+_STRING = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_CANDIDATE: Final = re.compile(rb"(?:^|[:\[,])[ \t\n\r]*(?:-0(?![.eE0-9])|-[0-9]{19}|[0-9]{20})")
+"""A cheap test for an integer literal serde_json reads as a float (``-0``, beyond i64/u64); it
+may also fire inside a string, which the exact pass then leaves alone."""
+_TOKENS: Final = re.compile(_STRING + rb"|-?(?:0|[1-9][0-9]*+)(\.[0-9]++)?([eE][+-]?[0-9]++)?")
+_NESTING: Final = re.compile(_STRING + rb"|[\[\]{}]")
+
+
+def _mark_float_integer(match: re.Match[bytes]) -> bytes:
+    token = match.group(0)
+    if token[0] == 0x22 or match.group(1) is not None or match.group(2) is not None:
+        return token  # a string, or a literal with a fraction or exponent
+    return token + b"e0" if is_float_integer(token.decode()) else token
+
+
+def _float_literal(literal: str) -> float:
+    """msgspec's ``float_hook``: every float literal in an untyped position (free JSON)."""
+    return float(parse_number(literal))
+
+
+def _check_nesting(data: bytes) -> None:
+    if data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        return
+    depth = 0
+    for match in _NESTING.finditer(data):
+        token = match.group(0)
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise msgspec.ValidationError(f"nesting deeper than {MAX_NESTING} arrays/objects")
+        elif token in (b"]", b"}"):
+            depth -= 1
+
+
+def _with_float_integers_marked(data: bytes) -> bytes:
+    """``data`` with ``e0`` after each integer literal serde_json reads as an ``f64`` (``-0``,
+    integers beyond i64/u64): serde_json reads ``<n>e0`` exactly as ``<n>``, and msgspec then
+    hands it to the float hook (or, in an integer field, rejects it as the reference does)."""
+    if _CANDIDATE.search(data) is None:
+        return data
+    return _TOKENS.sub(_mark_float_integer, data)
+
+
+class _F64Field:
+    """A typed ``f64`` field below a model, re-read from the document with serde_json's parse
+    (msgspec parses typed floats correctly rounded and calls no hook for them)."""
+
+    def __init__(self, wire_path: tuple[str, ...], attr_path: tuple[str, ...]) -> None:
+        self.wire_path = wire_path
+        self.attr_path = attr_path
+        shadow: Any = Any
+        for key in reversed(wire_path):
+            shadow = msgspec.defstruct(f"_{key}", [(key, shadow | None, None)], gc=False)
+        self.decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(shadow, float_hook=_float_literal)
+
+    def fix(self, value: Any, data: bytes) -> Any:
+        """``value`` with this field as serde_json reads it from ``data`` (unchanged when unset)."""
+        current = value
+        for attr in self.attr_path:
+            current = getattr(current, attr)
+            if current is None:
+                return value
+        raw: Any = self.decoder.decode(data)
+        for key in self.wire_path:
+            raw = getattr(raw, key)
+        return _replace_at(value, self.attr_path, float(raw))  # an integer: Rust's `as f64`
+
+
+def _replace_at(value: Any, path: tuple[str, ...], new: Any) -> Any:
+    if not path:
+        return new
+    return msgspec.structs.replace(value, **{path[0]: _replace_at(getattr(value, path[0]), path[1:], new)})
+
+
+def _f64_fields(model: type[Any]) -> list[_F64Field]:
+    """The typed ``f64`` fields of ``model``; ``healthyRateThreshold`` is the only one on the wire."""
+    from shared.domain.api.classification import Classification, Horizon
+    from shared.domain.api.ephemeral import EphemeralSpec
+
+    threshold = (("healthyRateThreshold",), ("healthy_rate_threshold",))
+    classification = (("horizon", *threshold[0]), ("horizon", *threshold[1]))
+    spec = (("classification", *classification[0]), ("classification", *classification[1]))
+    paths: dict[type[Any], tuple[tuple[str, ...], tuple[str, ...]]] = {
+        Horizon: threshold,
+        Classification: classification,
+        ProcessSpec: spec,
+        EphemeralSpec: spec,
+        Process: (("spec", *spec[0]), ("spec", *spec[1])),
+        EphemeralPool: (("spec", "template", *spec[0]), ("spec", "template", *spec[1])),
+    }
+    path = paths.get(model)
+    return [] if path is None else [_F64Field(*path)]
+
+
+class WireDecoder(Generic[T]):
+    """A ``msgspec.json.Decoder`` for ``model`` that reads numbers as the reference does.
+
+    Drop-in for ``msgspec.json.Decoder(model)`` (``decode(data)``, raising
+    ``msgspec.ValidationError`` / ``msgspec.DecodeError``), with three differences, all from
+    docs/wire-format.md#numbers: float literals in free JSON and typed ``f64`` fields are parsed as
+    serde_json parses them; ``-0`` and integers beyond i64/u64 are floats (so an integer field
+    rejects them); a document nesting more than :data:`MAX_NESTING` arrays/objects is rejected.
+    """
+
+    def __init__(self, model: type[T]) -> None:
+        self.model = model
+        self._decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(model, float_hook=_float_literal)
+        self._f64 = _f64_fields(model)
+
+    def decode(self, data: bytes | bytearray | memoryview | str) -> T:
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        _check_nesting(raw)
+        raw = _with_float_integers_marked(raw)
+        value = self._decoder.decode(raw)
+        for field in self._f64:
+            value = field.fix(value, raw)
+        return value
+
+
+_decoders: dict[type[Any], WireDecoder[Any]] = {}
+
+
+def wire_decoder(model: type[T]) -> WireDecoder[T]:
+    """The shared :class:`WireDecoder` of ``model``."""
+    decoder = _decoders.get(model)
+    if decoder is None:
+        decoder = _decoders[model] = WireDecoder(model)
+    return decoder
 
 
 def decode(data: bytes | str, model: type[T]) -> T:
-    """Decode JSON ``data`` into ``model``. Raises :class:`DecodeError`."""
-    decoder = _decoders.get(model)
-    if decoder is None:
-        decoder = _decoders[model] = msgspec.json.Decoder(model)
+    """Decode JSON ``data`` into ``model`` with the reference's number semantics
+    (:class:`WireDecoder`). Raises :class:`DecodeError`."""
     try:
-        result: T = decoder.decode(data)
-    except msgspec.DecodeError as err:
+        return wire_decoder(model).decode(data)
+    except (msgspec.DecodeError, NumberError) as err:
         raise DecodeError(str(err)) from None
-    return result
 
 
 def convert(data: Any, model: type[T]) -> T:

@@ -7,14 +7,18 @@ rejected (the one strict type).
 from __future__ import annotations
 
 import hmac
+from datetime import datetime
 from typing import Any, Final
 
 import msgspec
 import yaml
 
 from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.codec import wire_decoder
+from shared.domain.api.process import ProcessAttestation
 from shared.domain.api.wire import Timestamp, WireStruct
 from shared.domain.identity import compose_root
+from shared.domain.rust_text import debug_str
 
 __all__ = [
     "RECEIPT_VERSION",
@@ -59,6 +63,34 @@ class ReceiptEnvelope(WireStruct, rename=None, forbid_unknown_fields=True):
     evidence: Any = None
     """Free JSON; left out when null."""
 
+    @classmethod
+    def build(
+        cls, *, kind: str, intent: str, artifact: str, control: str, previous: str | None, generated_at: datetime
+    ) -> ReceiptEnvelope:
+        """A receipt over the pillars, its root composed with ``previous`` (what a Job writes)."""
+        return cls(
+            version=RECEIPT_VERSION,
+            kind=kind,
+            composed_root=compose_root(artifact, control, intent, previous),
+            intent_hash=intent,
+            artifact_hash=artifact,
+            control_hash=control,
+            generated_at=generated_at,
+        )
+
+    def to_attestation(self, previous: str | None = None, generation: int = 0) -> ProcessAttestation:
+        """The ``status.attestation`` this receipt stands for: its pillars and root, an empty
+        control hash as absent, chained on ``previous``."""
+        return ProcessAttestation(
+            artifact_hash=self.artifact_hash,
+            control_hash=self.control_hash or None,
+            intent_hash=self.intent_hash,
+            composed_root=self.composed_root,
+            generation=generation,
+            previous_root=previous,
+            attested_at=self.generated_at,
+        )
+
     def known_kind(self) -> ReceiptKind | None:
         """The ReceiptKind spelled exactly ``kind``, or None."""
         try:
@@ -69,7 +101,7 @@ class ReceiptEnvelope(WireStruct, rename=None, forbid_unknown_fields=True):
     def verify_shape(self) -> None:
         """Check version, kind, then the three required hashes; raise :class:`ReceiptError`."""
         if self.version != RECEIPT_VERSION:
-            raise ReceiptError(f"version != {RECEIPT_VERSION} (got {_debug_quote(self.version)})")
+            raise ReceiptError(f"version != {RECEIPT_VERSION} (got {debug_str(self.version)})")
         if not self.kind:
             raise ReceiptError("kind is empty")
         for key in ("composed_root", "intent_hash", "artifact_hash"):
@@ -89,24 +121,44 @@ class ReceiptEnvelope(WireStruct, rename=None, forbid_unknown_fields=True):
         return self.composed_root
 
 
-def _debug_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def parse_json(data: bytes | str) -> ReceiptEnvelope:
-    """Strict JSON parse then :meth:`ReceiptEnvelope.verify_shape`; ``invalid JSON: …`` on failure."""
+    """Strict JSON parse (numbers in ``evidence`` read as the reference reads them,
+    docs/wire-format.md#numbers) then :meth:`ReceiptEnvelope.verify_shape`; ``invalid JSON: …`` on
+    failure."""
     try:
-        envelope = msgspec.json.decode(data, type=ReceiptEnvelope)
+        envelope = wire_decoder(ReceiptEnvelope).decode(data)
     except msgspec.DecodeError as err:
         raise ReceiptError(f"invalid JSON: {err}") from None
     envelope.verify_shape()
     return envelope
 
 
+_TEXT_FIELDS: Final = frozenset({"version", "kind", "composed_root", "intent_hash", "artifact_hash", "control_hash",
+                                 "process_ref"})
+
+
+def _yaml_document(data: bytes | str) -> Any:
+    """The YAML document as serde_yaml hands it to the envelope: a scalar under a text field is
+    taken as written (``control_hash:`` is ``""``, ``kind: 1`` is ``"1"``), everything else is
+    resolved as YAML 1.1 types."""
+    node = yaml.compose(data, Loader=yaml.SafeLoader)
+    loader = yaml.SafeLoader("")
+    if not isinstance(node, yaml.MappingNode):
+        return None if node is None else loader.construct_object(node, deep=True)
+    out: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in _TEXT_FIELDS and isinstance(value_node, yaml.ScalarNode):
+            out[key] = value_node.value
+        else:
+            out[key] = loader.construct_object(value_node, deep=True)
+    return out
+
+
 def parse_yaml(data: bytes | str) -> ReceiptEnvelope:
     """As :func:`parse_json` for YAML; ``invalid YAML: …`` on failure."""
     try:
-        envelope = msgspec.convert(yaml.safe_load(data), ReceiptEnvelope)
+        envelope = msgspec.convert(_yaml_document(data), ReceiptEnvelope)
     except (yaml.YAMLError, msgspec.ValidationError) as err:
         raise ReceiptError(f"invalid YAML: {err}") from None
     envelope.verify_shape()

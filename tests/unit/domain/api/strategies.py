@@ -48,6 +48,8 @@ from shared.domain.api.phase import MustReachPhase
 from shared.domain.api.process import DependsOn, IdentitySpec, ProcessSpec
 from shared.domain.api.routing import RoutingBackend, RoutingHostname, RoutingSpec
 from shared.domain.api.signal import SighupStrategy, SignalPolicy
+from shared.domain.canonical_json import format_float
+from shared.domain.json_number import parse_f64
 
 text = st.text(max_size=12)
 opt_text = st.none() | text
@@ -55,11 +57,19 @@ u32 = st.integers(0, 2**32 - 1)
 i32 = st.integers(-(2**31), 2**31 - 1)
 string_map = st.dictionaries(text, text, max_size=3)
 
+fixed_point_float = st.floats(allow_nan=False, allow_infinity=False).filter(
+    lambda x: parse_f64(format_float(x)) == x
+)
+"""A float that reads back as itself after it is written. serde_json's parse of its own output is
+not the identity (``909.4290778244612`` is written ``909.4290778244613`` and read back as the
+first; the float_literal vectors), so a round trip can hold only for these; decoding everything
+else as serde_json does is tested against the reference's vectors (docs/wire-format.md#numbers)."""
+
 json_scalar = (
     st.none()
     | st.booleans()
     | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
+    | fixed_point_float
     | text
 )
 json_value = st.recursive(
@@ -76,7 +86,7 @@ classification = st.builds(
         kind=st.sampled_from(HorizonKind),
         metric=opt_text,
         direction=st.none() | st.sampled_from(OptimizationDirection),
-        healthy_rate_threshold=st.none() | st.floats(allow_nan=False, allow_infinity=False),
+        healthy_rate_threshold=st.none() | fixed_point_float,
     ),
     calm=st.sampled_from(CalmClassification),
     data_classification=st.sampled_from(DataClassification),
