@@ -24,8 +24,6 @@ from shared.domain.manifests.batch import ObservedJob
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.events import EventRecorder
-from shared.kube.health import HealthServer
-from shared.kube.leader import LeaderElector
 from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
 
@@ -48,12 +46,8 @@ def build(client: KubeClient, config: PoolReconcilerConfig, *, identity: str | N
         handle_signals: stop on SIGTERM/SIGINT (the binary) or not (tests).
         clock: now (UTC), injectable for tests.
     """
-    health = HealthServer(config.health_host, config.health_port)
-    elector = None
-    if config.leader_elect:
-        elector = LeaderElector(client, config.leader_election_lease_name, config.lease_namespace,
-                                identity=identity, timing=config.lease_timing)
-    manager = Manager(client, health=health, elector=elector, handle_signals=handle_signals)
+    manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
+                                 identity=identity, handle_signals=handle_signals)
     ns = config.watch_namespace or None
     pools = manager.informer(EPHEMERAL_POOLS, EphemeralPool, namespace=ns)
     allocations = manager.informer(EPHEMERAL_ALLOCATIONS, EphemeralAllocation, namespace=ns)

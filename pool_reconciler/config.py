@@ -18,19 +18,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
 from pool_reconciler.returns import DEFAULT_RESET_IMAGE
 from shared.domain import flags
-from shared.domain.flags import LOG_LEVELS, PYTHON_LEVELS, ConfigError, Option
-from shared.kube.leader import (
-    DEFAULT_LEASE_DURATION,
-    DEFAULT_RENEW_DEADLINE,
-    DEFAULT_RETRY_PERIOD,
-    LeaseTiming,
-)
+from shared.domain.flags import LOG_LEVELS, ConfigError, ControllerSettings, Option, controller_options
 
 __all__ = ["LOG_LEVELS", "ConfigError", "PoolReconcilerConfig", "build_parser", "parse_config", "parse_or_exit"]
 
@@ -38,44 +32,20 @@ PROG: Final = "tatara-pool-reconciler"
 
 
 @dataclass(frozen=True)
-class PoolReconcilerConfig:
+class PoolReconcilerConfig(ControllerSettings):
     """The pool reconciler's settings after flags, environment and defaults are merged."""
 
-    watch_namespace: str = ""
-    """Empty: watch pools, allocations and Processes in all namespaces."""
     controller_namespace: str = "tatara-pool-system"
-    health_host: str = "0.0.0.0"
     health_port: int = 8081
+    leader_election_lease_name: str = "tatara-pool-reconciler"
     heartbeat_seconds: int = 30
     """Requeue delay after a pass, seconds."""
     spawn_timeout: timedelta = timedelta(minutes=10)
     """How long an allocation may wait for a member before it is Failed."""
     reset_image: str = DEFAULT_RESET_IMAGE
     """Image of the Reset return policy's Job."""
-    leader_elect: bool = True
-    leader_election_lease_name: str = "tatara-pool-reconciler"
-    leader_election_namespace: str = ""
-    """Empty: the controller namespace."""
-    lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
-    log_level: str = "info"
     workers: int = 4
     """Concurrent reconciles per controller."""
-
-    @property
-    def health_addr(self) -> str:
-        """``host:port`` (IPv6 hosts in brackets)."""
-        host = f"[{self.health_host}]" if ":" in self.health_host else self.health_host
-        return f"{host}:{self.health_port}"
-
-    @property
-    def lease_namespace(self) -> str:
-        """The namespace of the leader-election Lease."""
-        return self.leader_election_namespace or self.controller_namespace
-
-    @property
-    def python_log_level(self) -> int:
-        """``log_level`` as a :mod:`logging` level number."""
-        return PYTHON_LEVELS[self.log_level]
 
 
 # ── the flag table ───────────────────────────────────────────────────────────
@@ -96,23 +66,7 @@ _OPTIONS: Final = (
             "Container image of the Reset return policy's Job.", "IMAGE"),
     Option("--workers", "TATARA_POOL_WORKERS", "4", flags.positive,
             "Concurrent reconciles per controller.", "N"),
-    Option("--leader-elect", "TATARA_POOL_LEADER_ELECT", "true", flags.boolean,
-            "Run controllers only while holding the leader-election Lease (true/false).", "BOOL"),
-    Option("--leader-election-lease-name", "TATARA_POOL_LEADER_ELECTION_LEASE_NAME", "tatara-pool-reconciler",
-            flags.text, "Name of the coordination.k8s.io/v1 Lease.", "NAME"),
-    Option("--leader-election-namespace", "TATARA_POOL_LEADER_ELECTION_NAMESPACE", "", flags.text,
-            "Namespace of the Lease; empty uses --controller-namespace.", "NAMESPACE"),
-    Option("--leader-election-lease-duration", "TATARA_POOL_LEADER_ELECTION_LEASE_DURATION",
-            f"{DEFAULT_LEASE_DURATION:g}", flags.seconds,
-            "Seconds a standby waits after the last renewal before taking the Lease over.", "SECONDS"),
-    Option("--leader-election-renew-deadline", "TATARA_POOL_LEADER_ELECTION_RENEW_DEADLINE",
-            f"{DEFAULT_RENEW_DEADLINE:g}", flags.seconds,
-            "Seconds the leader keeps retrying a renewal before it stops leading.", "SECONDS"),
-    Option("--leader-election-retry-period", "TATARA_POOL_LEADER_ELECTION_RETRY_PERIOD",
-            f"{DEFAULT_RETRY_PERIOD:g}", flags.seconds,
-            "Seconds between acquire / renew attempts.", "SECONDS"),
-    Option("--log-level", "TATARA_POOL_LOG_LEVEL", "info", flags.log_level,
-            f"Log level: {', '.join(LOG_LEVELS)}.", "LEVEL"),
+    *controller_options("TATARA_POOL_", lease_name="tatara-pool-reconciler"),
 )
 
 
@@ -138,16 +92,8 @@ def parse_config(argv: Sequence[str] | None = None,
         ConfigError: an unknown flag, a value that does not parse (the message names the flag or
             variable), or inconsistent Lease durations.
     """
-    environ = {} if environ is None else environ
-    values = flags.resolve_all(_OPTIONS, build_parser(), argv, environ, log_level_env="TATARA_POOL_LOG_LEVEL")
-    host, port = values.pop("health_addr")
-    try:
-        timing = LeaseTiming(values.pop("leader_election_lease_duration"),
-                             values.pop("leader_election_renew_deadline"),
-                             values.pop("leader_election_retry_period"))
-    except ValueError as err:
-        raise ConfigError(f"leader election: {err}") from None
-    return PoolReconcilerConfig(health_host=host, health_port=port, lease_timing=timing, **values)
+    values = flags.resolve_settings(_OPTIONS, build_parser(), argv, environ, env_prefix="TATARA_POOL_")
+    return PoolReconcilerConfig(**values)
 
 
 def parse_or_exit(argv: Sequence[str] | None, environ: Mapping[str, str]) -> PoolReconcilerConfig:
@@ -155,8 +101,5 @@ def parse_or_exit(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Poo
 
     ``--help`` prints the help and exits 0.
     """
-    try:
-        return parse_config(argv, environ)
-    except ConfigError as err:
-        parser = build_parser()
-        parser.exit(2, f"{parser.format_usage()}{PROG}: error: {err}\n")
+    config: PoolReconcilerConfig = flags.parse_or_exit(parse_config, build_parser, argv, environ)
+    return config

@@ -2,14 +2,15 @@
 
 :func:`build` is shared by the binary (:mod:`reconciler.main`) and the integration tests, so
 both run the same wiring. The child kinds are :data:`reconciler.render.RENDERED_KINDS`, resolved
-by API discovery when the manager starts (:class:`ReconcilerManager`), before any informer lists.
+by API discovery when the manager starts (:meth:`~shared.kube.manager.Manager.before_start`), before any
+informer lists.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
@@ -30,12 +31,10 @@ from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.events import EventRecorder
-from shared.kube.health import HealthServer
-from shared.kube.leader import LeaderElector
-from shared.kube.manager import SHUTDOWN_GRACE, Manager
+from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
 
-__all__ = ["REPORTING_CONTROLLER", "ReconcilerManager", "build", "resolve_kind", "watch_rendered_kinds"]
+__all__ = ["REPORTING_CONTROLLER", "build", "resolve_kind", "watch_rendered_kinds"]
 
 log = logging.getLogger(__name__)
 
@@ -59,33 +58,6 @@ async def resolve_kind(mapper: RESTMapper, pinned: Resource) -> Resource:
         return pinned
 
 
-class ReconcilerManager(Manager):
-    """The runtime's :class:`~shared.kube.manager.Manager` with steps awaited before it starts, e.g.
-    resolving and watching the child kinds (:meth:`before_start`); same arguments."""
-
-    def __init__(self, client: KubeClient, *, health: HealthServer | None = None,
-                 elector: LeaderElector | None = None, shutdown_grace: float = SHUTDOWN_GRACE,
-                 handle_signals: bool = True) -> None:
-        super().__init__(client, health=health, elector=elector, shutdown_grace=shutdown_grace,
-                         handle_signals=handle_signals)
-        self._before_start: list[Callable[[], Awaitable[None]]] = []
-
-    def before_start(self, step: Callable[[], Awaitable[None]]) -> None:
-        """Await ``step()`` when :meth:`run` is called, before any informer runs (in the order added)."""
-        self._before_start.append(step)
-
-    async def run(self) -> None:
-        """The :meth:`before_start` steps, then :meth:`Manager.run`.
-
-        Raises:
-            shared.kube.errors.ApiError: a step's API call failed (e.g. discovery at start).
-            LeadershipLost: see :meth:`Manager.run`.
-        """
-        for step in self._before_start:
-            await step()
-        await super().run()
-
-
 async def watch_rendered_kinds(mapper: RESTMapper, manager: Manager, reconciler: ProcessReconciler,
                                namespace: str | None) -> None:
     """Resolve each of :data:`~reconciler.render.RENDERED_KINDS` and watch it as the reconciler's children."""
@@ -107,13 +79,9 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
         handle_signals: stop on SIGTERM/SIGINT (the binary) or not (tests).
         clock: now (UTC), injectable for tests.
     """
-    health = HealthServer(config.health_host, config.health_port)
-    elector = None
-    if config.leader_elect:
-        elector = LeaderElector(client, config.leader_election_lease_name, config.lease_namespace,
-                                identity=identity, timing=config.lease_timing)
     namespace = config.watch_namespace or None
-    manager = ReconcilerManager(client, health=health, elector=elector, handle_signals=handle_signals)
+    manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
+                                 identity=identity, handle_signals=handle_signals)
     processes = manager.informer(PROCESSES, Process, namespace=namespace)
 
     metrics = ProcessMetrics(registry, lambda: (p.phase for p in processes.objects()))

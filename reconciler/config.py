@@ -14,30 +14,22 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from shared.domain import flags
-from shared.domain.flags import LOG_LEVELS, PYTHON_LEVELS, ConfigError, Option
-from shared.kube.leader import (
-    DEFAULT_LEASE_DURATION,
-    DEFAULT_RENEW_DEADLINE,
-    DEFAULT_RETRY_PERIOD,
-    LeaseTiming,
-)
+from shared.domain.flags import LOG_LEVELS, ConfigError, ControllerSettings, Option, controller_options
 
 __all__ = ["LOG_LEVELS", "ConfigError", "ReconcilerConfig", "build_parser", "parse_config", "parse_or_exit"]
 
 
 @dataclass(frozen=True)
-class ReconcilerConfig:
+class ReconcilerConfig(ControllerSettings):
     """The reconciler's settings after flags, environment and defaults are merged."""
 
-    watch_namespace: str = ""
-    """Empty: watch Processes in all namespaces."""
     controller_namespace: str = "tatara-system"
-    health_host: str = "0.0.0.0"
     health_port: int = 8080
+    leader_election_lease_name: str = "tatara-reconciler"
     heartbeat_seconds: int = 30
     """HEARTBEAT: the requeue delay of every wait, suspended Processes included (docs/behaviour.md#timing)."""
     export_worker_image: str = "ghcr.io/pleme-io/tatara-export-worker:0.2.0"
@@ -47,32 +39,10 @@ class ReconcilerConfig:
     fleet_domain: str = "quero.lol"
     dns_lb_target: str = ""
     """Empty: no DNSEndpoint objects are rendered."""
-    leader_elect: bool = True
-    leader_election_lease_name: str = "tatara-reconciler"
-    leader_election_namespace: str = ""
-    """Empty: the controller namespace."""
-    lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
     prometheus_url: str = ""
     """Empty: PromQL boundary conditions evaluate to Unknown."""
-    log_level: str = "info"
     table_status_interval: float = 2.0
     """Seconds between two ProcessTable status writes."""
-
-    @property
-    def health_addr(self) -> str:
-        """``host:port`` (IPv6 hosts in brackets)."""
-        host = f"[{self.health_host}]" if ":" in self.health_host else self.health_host
-        return f"{host}:{self.health_port}"
-
-    @property
-    def lease_namespace(self) -> str:
-        """The namespace of the leader-election Lease."""
-        return self.leader_election_namespace or self.controller_namespace
-
-    @property
-    def python_log_level(self) -> int:
-        """``log_level`` as a :mod:`logging` level number."""
-        return PYTHON_LEVELS[self.log_level]
 
 
 # ── the flag table ───────────────────────────────────────────────────────────
@@ -86,7 +56,7 @@ _OPTIONS: Final = (
     Option("--health-addr", "TATARA_HEALTH_ADDR", "0.0.0.0:8080", flags.socket_addr,
             "IP:port serving /healthz, /readyz and /metrics (a literal IP, no host names).", "IP:PORT"),
     Option("--heartbeat-seconds", "TATARA_HEARTBEAT_SECONDS", "30", flags.unsigned,
-            "Requeue delay in seconds for suspended Processes.", "SECONDS"),
+            "Requeue delay in seconds of every wait (a safety net beside the watches).", "SECONDS"),
     Option("--export-worker-image", "TATARA_EXPORT_WORKER_IMAGE", "ghcr.io/pleme-io/tatara-export-worker:0.2.0",
             flags.text, "Container image of export Jobs.", "IMAGE"),
     Option("--export-worker-service-account", "TATARA_EXPORT_WORKER_SERVICE_ACCOUNT", "tatara-export-worker",
@@ -99,27 +69,11 @@ _OPTIONS: Final = (
             "Domain suffix of routing host names (may contain dots).", "DOMAIN"),
     Option("--dns-lb-target", "TATARA_DNS_LB_TARGET", "", flags.text,
             "CNAME target of every DNSEndpoint; empty renders no DNSEndpoint.", "HOST"),
-    Option("--leader-elect", "TATARA_LEADER_ELECT", "true", flags.boolean,
-            "Run controllers only while holding the leader-election Lease (true/false).", "BOOL"),
-    Option("--leader-election-lease-name", "TATARA_LEADER_ELECTION_LEASE_NAME", "tatara-reconciler", flags.text,
-            "Name of the coordination.k8s.io/v1 Lease.", "NAME"),
-    Option("--leader-election-namespace", "TATARA_LEADER_ELECTION_NAMESPACE", "", flags.text,
-            "Namespace of the Lease; empty uses --controller-namespace.", "NAMESPACE"),
-    Option("--leader-election-lease-duration", "TATARA_LEADER_ELECTION_LEASE_DURATION",
-            f"{DEFAULT_LEASE_DURATION:g}", flags.seconds,
-            "Seconds a standby waits after the last renewal before taking the Lease over.", "SECONDS"),
-    Option("--leader-election-renew-deadline", "TATARA_LEADER_ELECTION_RENEW_DEADLINE",
-            f"{DEFAULT_RENEW_DEADLINE:g}", flags.seconds,
-            "Seconds the leader keeps retrying a renewal before it stops leading.", "SECONDS"),
-    Option("--leader-election-retry-period", "TATARA_LEADER_ELECTION_RETRY_PERIOD",
-            f"{DEFAULT_RETRY_PERIOD:g}", flags.seconds,
-            "Seconds between acquire / renew attempts.", "SECONDS"),
     Option("--prometheus-url", "TATARA_PROMETHEUS_URL", "", flags.url,
             "Base URL of the Prometheus HTTP API for PromQL boundary conditions; empty makes them Unknown.", "URL"),
-    Option("--log-level", "TATARA_LOG_LEVEL", "info", flags.log_level,
-            f"Log level: {', '.join(LOG_LEVELS)}.", "LEVEL"),
     Option("--table-status-interval", "TATARA_TABLE_STATUS_INTERVAL", "2", flags.seconds,
             "Minimum seconds between two ProcessTable status writes.", "SECONDS"),
+    *controller_options("TATARA_", lease_name="tatara-reconciler"),
 )
 
 
@@ -143,16 +97,7 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
         ConfigError: an unknown flag, or a value that does not parse (the message names the flag or
             variable), or inconsistent Lease durations.
     """
-    environ = {} if environ is None else environ
-    values = flags.resolve_all(_OPTIONS, build_parser(), argv, environ, log_level_env="TATARA_LOG_LEVEL")
-    host, port = values.pop("health_addr")
-    try:
-        timing = LeaseTiming(values.pop("leader_election_lease_duration"),
-                             values.pop("leader_election_renew_deadline"),
-                             values.pop("leader_election_retry_period"))
-    except ValueError as err:
-        raise ConfigError(f"leader election: {err}") from None
-    return ReconcilerConfig(health_host=host, health_port=port, lease_timing=timing, **values)
+    return ReconcilerConfig(**flags.resolve_settings(_OPTIONS, build_parser(), argv, environ, env_prefix="TATARA_"))
 
 
 def parse_or_exit(argv: Sequence[str] | None, environ: Mapping[str, str]) -> ReconcilerConfig:
@@ -160,8 +105,5 @@ def parse_or_exit(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Rec
 
     ``--help`` prints the help and exits 0.
     """
-    try:
-        return parse_config(argv, environ)
-    except ConfigError as err:
-        parser = build_parser()
-        parser.exit(2, f"{parser.format_usage()}tatara-reconciler: error: {err}\n")
+    config: ReconcilerConfig = flags.parse_or_exit(parse_config, build_parser, argv, environ)
+    return config

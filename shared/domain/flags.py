@@ -13,12 +13,19 @@ import argparse
 import ipaddress
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final, NoReturn
 from urllib.parse import urlsplit
 
 from shared.domain.duration import DurationError, parse_duration
+from shared.kube.leader import (
+    DEFAULT_LEASE_DURATION,
+    DEFAULT_RENEW_DEADLINE,
+    DEFAULT_RETRY_PERIOD,
+    LeaseOptions,
+    LeaseTiming,
+)
 
 LOG_LEVELS: Final = ("trace", "debug", "info", "warn", "warning", "error")
 """Accepted ``--log-level`` values (``trace`` = debug; ``warn`` = warning)."""
@@ -180,3 +187,102 @@ def resolve_all(options: Sequence[Option], parser: argparse.ArgumentParser, argv
         except ValueError:
             values["log_level"] = "info"
     return values
+
+
+# ── what every tatara binary has ─────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """The settings both binaries share: where to watch, the health/metrics address, leader election and
+    the log level. Each binary's config subclasses it (with its own defaults) and adds its own fields."""
+
+    watch_namespace: str = ""
+    """Empty: watch every namespace."""
+    controller_namespace: str = ""
+    health_host: str = "0.0.0.0"
+    health_port: int = 8080
+    leader_elect: bool = True
+    leader_election_lease_name: str = ""
+    leader_election_namespace: str = ""
+    """Empty: the controller namespace."""
+    lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
+    log_level: str = "info"
+
+    @property
+    def health_addr(self) -> str:
+        """``host:port`` (IPv6 hosts in brackets)."""
+        host = f"[{self.health_host}]" if ":" in self.health_host else self.health_host
+        return f"{host}:{self.health_port}"
+
+    @property
+    def lease_namespace(self) -> str:
+        """The namespace of the leader-election Lease."""
+        return self.leader_election_namespace or self.controller_namespace
+
+    @property
+    def lease(self) -> LeaseOptions | None:
+        """The Lease to campaign for, or None when leader election is off."""
+        if not self.leader_elect:
+            return None
+        return LeaseOptions(self.leader_election_lease_name, self.lease_namespace, self.lease_timing)
+
+    @property
+    def python_log_level(self) -> int:
+        """``log_level`` as a :mod:`logging` level number."""
+        return PYTHON_LEVELS[self.log_level]
+
+
+def controller_options(env_prefix: str, *, lease_name: str) -> tuple[Option, ...]:
+    """The leader-election and log-level flags, their variables named ``<env_prefix>LEADER_ELECT`` … and
+    ``<env_prefix>LOG_LEVEL`` (e.g. ``TATARA_`` or ``TATARA_POOL_``); Lease defaults 15/10/2 s."""
+    return (
+        Option("--leader-elect", f"{env_prefix}LEADER_ELECT", "true", boolean,
+               "Run controllers only while holding the leader-election Lease (true/false).", "BOOL"),
+        Option("--leader-election-lease-name", f"{env_prefix}LEADER_ELECTION_LEASE_NAME", lease_name, text,
+               "Name of the coordination.k8s.io/v1 Lease.", "NAME"),
+        Option("--leader-election-namespace", f"{env_prefix}LEADER_ELECTION_NAMESPACE", "", text,
+               "Namespace of the Lease; empty uses --controller-namespace.", "NAMESPACE"),
+        Option("--leader-election-lease-duration", f"{env_prefix}LEADER_ELECTION_LEASE_DURATION",
+               f"{DEFAULT_LEASE_DURATION:g}", seconds,
+               "Seconds a standby waits after the last renewal before taking the Lease over.", "SECONDS"),
+        Option("--leader-election-renew-deadline", f"{env_prefix}LEADER_ELECTION_RENEW_DEADLINE",
+               f"{DEFAULT_RENEW_DEADLINE:g}", seconds,
+               "Seconds the leader keeps retrying a renewal before it stops leading.", "SECONDS"),
+        Option("--leader-election-retry-period", f"{env_prefix}LEADER_ELECTION_RETRY_PERIOD",
+               f"{DEFAULT_RETRY_PERIOD:g}", seconds,
+               "Seconds between acquire / renew attempts.", "SECONDS"),
+        Option("--log-level", f"{env_prefix}LOG_LEVEL", "info", log_level,
+               f"Log level: {', '.join(LOG_LEVELS)}.", "LEVEL"),
+    )
+
+
+def resolve_settings(options: Sequence[Option], parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+                     environ: Mapping[str, str] | None, *, env_prefix: str) -> dict[str, Any]:
+    """:func:`resolve_all`, with ``--health-addr`` split into ``health_host``/``health_port`` and the three
+    Lease durations folded into ``lease_timing`` — the keyword arguments of a :class:`ControllerSettings`.
+
+    Raises:
+        ConfigError: a bad flag or value, or Lease durations that break leader election's rule.
+    """
+    values = resolve_all(options, parser, argv, environ or {}, log_level_env=f"{env_prefix}LOG_LEVEL")
+    values["health_host"], values["health_port"] = values.pop("health_addr")
+    try:
+        values["lease_timing"] = LeaseTiming(values.pop("leader_election_lease_duration"),
+                                             values.pop("leader_election_renew_deadline"),
+                                             values.pop("leader_election_retry_period"))
+    except ValueError as err:
+        raise ConfigError(f"leader election: {err}") from None
+    return values
+
+
+def parse_or_exit(parse: Callable[[Sequence[str] | None, Mapping[str, str]], Any],
+                  build: Callable[[], argparse.ArgumentParser],
+                  argv: Sequence[str] | None, environ: Mapping[str, str]) -> Any:
+    """``parse(argv, environ)``; on a :class:`ConfigError` print the usage and the error to stderr and exit 2.
+    ``--help`` prints the help and exits 0 (argparse)."""
+    try:
+        return parse(argv, environ)
+    except ConfigError as err:
+        parser = build()
+        parser.exit(2, f"{parser.format_usage()}{parser.prog}: error: {err}\n")

@@ -51,6 +51,7 @@ __all__ = [
     "LeadershipLost",
     "Lease",
     "LeaseAction",
+    "LeaseOptions",
     "LeaseSighting",
     "LeaseSpec",
     "LeaseTiming",
@@ -152,6 +153,15 @@ class LeaseTiming:
     def lease_duration_seconds(self) -> int:
         """The whole seconds written to ``leaseDurationSeconds``: rounded up, so others never wait less."""
         return math.ceil(self.lease_duration)
+
+
+@dataclass(frozen=True)
+class LeaseOptions:
+    """Which Lease a binary campaigns for, and with what timing (its ``--leader-election-*`` flags)."""
+
+    name: str
+    namespace: str
+    timing: LeaseTiming = LeaseTiming()
 
 
 # --- the pure decision --------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -26,7 +26,7 @@ from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Controller
 from shared.kube.health import HealthServer
 from shared.kube.informer import Informer
-from shared.kube.leader import LeaderElector, LeadershipLost
+from shared.kube.leader import LeaderElector, LeadershipLost, LeaseOptions
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +62,32 @@ class Manager:
         self._informers: dict[tuple[Resource, str | None, str | None], Informer[Any]] = {}
         self._controllers: list[Controller[Any]] = []
         self._runnables: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._before_start: list[Callable[[], Awaitable[None]]] = []
         self._stop = anyio.Event()
         self._lost: LeadershipLost | None = None
         if health is not None:
             health.add_readiness_check("informers-synced", self.has_synced)
             if elector is not None:
                 health.add_readiness_check("leader-election", elector.healthy)
+
+    @classmethod
+    def configured(
+        cls,
+        client: KubeClient,
+        *,
+        health: tuple[str, int] | None,
+        lease: LeaseOptions | None,
+        identity: str | None = None,
+        handle_signals: bool = True,
+    ) -> Manager:
+        """A manager as a binary's flags describe it: the health server on ``health`` (``(host, port)``;
+        None: none) and leader election on ``lease`` (None: always lead) as ``identity`` (default: the
+        host name with a random suffix)."""
+        server = HealthServer(*health) if health is not None else None
+        elector = None
+        if lease is not None:
+            elector = LeaderElector(client, lease.name, lease.namespace, identity=identity, timing=lease.timing)
+        return cls(client, health=server, elector=elector, handle_signals=handle_signals)
 
     def informer(self, resource: Resource, decode_type: type[Any], *, namespace: str | None = None,
                  label_selector: str | None = None, **options: Any) -> Informer[Any]:
@@ -81,6 +101,11 @@ class Manager:
     def add(self, controller: Controller[Any]) -> None:
         """Run ``controller`` (while leading, when electing)."""
         self._controllers.append(controller)
+
+    def before_start(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Await ``step()`` when :meth:`run` starts, before any informer runs, in the order added
+        (e.g. resolving kinds by discovery and creating their informers)."""
+        self._before_start.append(step)
 
     def add_runnable(self, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``await run()`` beside the controllers, only while leading (e.g. a batched status writer).
@@ -105,7 +130,10 @@ class Manager:
 
         Raises:
             LeadershipLost: the Lease was lost while leading.
+            shared.kube.errors.ApiError: a :meth:`before_start` step's API call failed.
         """
+        for step in self._before_start:
+            await step()
         async with anyio.create_task_group() as tg:
             if self.health is not None:
                 await tg.start(self.health.run)
