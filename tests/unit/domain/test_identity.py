@@ -211,3 +211,17 @@ def test_member_names_compose_pool_and_slug_within_dns_limits() -> None:
     long_name = member_process_name("x" * 300, "uid", 0)
     assert len(long_name) <= 253
     assert long_name == "x" * 237 + "-" + slot_slug("uid", 0)
+
+
+@pytest.mark.parametrize(("uid", "name"), [
+    ("", "pool-f1394138"),  # an empty uid is a uid (docs/wire-format.md#member-names)
+    (None, f"pool-{slot_slug('pool', 0)}"),  # only an absent one falls back to the pool name
+    ("uid-x", f"pool-{slot_slug('uid-x', 0)}"),
+])
+def test_member_name_uid(uid: str | None, name: str) -> None:
+    assert member_process_name("pool", uid, 0) == name
+
+
+def test_member_name_cut_inside_a_character_drops_it() -> None:
+    # 237 bytes end inside the 119th é (docs/divergences.md#member-name-cut): 118 é are kept.
+    assert member_process_name("é" * 150, "u", 1) == "é" * 118 + "-" + slot_slug("u", 1)
