@@ -52,9 +52,10 @@ from shared.domain.manifests.batch import ObservedJob
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS
 from shared.kube.controller import Controller, Request, Result, generation_or_metadata_changed
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
-from shared.kube.informer import Informer, KubeObject, WatchEventType
+from shared.kube.informer import Informer, WatchEventType
 from shared.kube.live import decide_on_live
 from shared.kube.logcontext import log_context
+from shared.kube.meta import KubeObject
 
 __all__ = [
     "BY_NAMESPACE",

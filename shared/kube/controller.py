@@ -29,8 +29,9 @@ import anyio
 from opentelemetry import trace
 
 from shared.kube.errors import ApiError
-from shared.kube.informer import Informer, KubeObject, WatchEventType
+from shared.kube.informer import Informer, WatchEventType
 from shared.kube.logcontext import log_context
+from shared.kube.meta import KubeObject
 from shared.kube.metrics import RuntimeMetrics, runtime_metrics
 from shared.kube.workqueue import ShutDown, WorkQueue
 

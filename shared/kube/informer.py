@@ -26,13 +26,14 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 import anyio
 import msgspec
 
 from shared.kube.client import KubeClient, Resource, WatchBroken, WatchEvent, WatchStalled
 from shared.kube.errors import ApiError, Gone, NotFound, status_error
+from shared.kube.meta import KubeObject
 from shared.kube.pager import DEFAULT_PAGE_SIZE, list_all
 from shared.kube.ratelimit import Backoff
 
@@ -43,22 +44,6 @@ MIN_WATCH_TIMEOUT = 300
 
 INACTIVITY_TIMEOUT = 90.0
 """Seconds without a byte before a watch counts as stalled (bookmarks arrive about every minute)."""
-
-
-class _Meta(Protocol):
-    @property
-    def name(self) -> str | None: ...
-    @property
-    def namespace(self) -> str | None: ...
-    @property
-    def resource_version(self) -> str | None: ...
-
-
-class KubeObject(Protocol):
-    """What the informer needs of a cached type: a ``metadata`` with name, namespace, resourceVersion."""
-
-    @property
-    def metadata(self) -> _Meta: ...
 
 
 T = TypeVar("T", bound=KubeObject)

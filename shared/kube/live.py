@@ -13,29 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from shared.kube.client import KubeClient, Resource
 from shared.kube.errors import NotFound
+from shared.kube.meta import KubeObject
 
 __all__ = ["Basis", "decide_on_live"]
 
 
-class _Meta(Protocol):
-    @property
-    def name(self) -> str | None: ...
-    @property
-    def namespace(self) -> str | None: ...
-    @property
-    def resource_version(self) -> str | None: ...
-
-
-class _Object(Protocol):
-    @property
-    def metadata(self) -> _Meta: ...
-
-
-T = TypeVar("T", bound=_Object)
+T = TypeVar("T", bound=KubeObject)
 D = TypeVar("D")
 
 

@@ -16,7 +16,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-__all__ = ["JSONEncodable", "MetaView", "ObjectMeta", "ObjectRef", "OwnerReference", "as_json", "meta_view"]
+__all__ = [
+    "JSONEncodable",
+    "KubeObject",
+    "MetaView",
+    "ObjectMeta",
+    "ObjectRef",
+    "OwnerReference",
+    "as_json",
+    "meta_view",
+]
 
 
 class OwnerReference(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True, gc=False):
@@ -46,6 +55,23 @@ class ObjectMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit
     annotations: dict[str, str] = {}
     owner_references: list[OwnerReference] = []
     finalizers: list[str] = []
+
+
+class _Meta(Protocol):
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def resource_version(self) -> str | None: ...
+
+
+class KubeObject(Protocol):
+    """What the runtime needs of a cached type: a ``metadata`` with name, namespace and resourceVersion
+    (any Struct declaring ``metadata: ObjectMeta`` fits)."""
+
+    @property
+    def metadata(self) -> _Meta: ...
 
 
 @runtime_checkable
