@@ -29,6 +29,8 @@ from shared.domain.api.process import FluxResourceRef, Process
 from shared.domain.api.routing import RoutingHostname, RoutingSpec
 from shared.domain.duration import DurationError, parse_duration_ns, to_go_duration
 from shared.domain.group import API_VERSION
+from shared.domain.hostnames import HostnameError, hostname_cluster
+from shared.domain.hostnames import fqdn as domain_fqdn
 from shared.domain.identity import ephemeral_id
 from shared.domain.manifests.flux import (
     CrossNamespaceSourceReference,
@@ -85,8 +87,6 @@ Manifest = Kustomization | HelmRelease | OCIRepository | Ingress | DNSEndpoint
 RENDERED_KINDS: Final[tuple[Resource, ...]] = tuple(kind.RESOURCE for kind in typing.get_args(Manifest))
 """The resources of :data:`Manifest`, in that order: the child kinds the reconciler watches, and deletes at Reaped."""
 
-_DNS_LABEL: Final = re.compile(r"[a-z0-9-]*")
-_RESERVED_APPS: Final = frozenset({"auth", "cracha"})
 _GO_DURATION: Final = re.compile(r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$")
 _DEFAULT_INSTALL_TIMEOUT: Final = "25m"
 
@@ -292,34 +292,13 @@ def _intent_children(owner: _Owner) -> list[Manifest]:
 # ── routing ───────────────────────────────────────────────────────────────────
 
 
-def _check_label(label: str, segment: str) -> None:
-    """The DNS label rules; message ``invalid DNS label "<l>" for segment <s>: <why>``."""
-    reason = None
-    if not 1 <= len(label.encode()) <= 63:
-        reason = "must be 1–63 characters"
-    elif label.startswith("-") or label.endswith("-"):
-        reason = "must not start or end with a hyphen"
-    elif not _DNS_LABEL.fullmatch(label):
-        reason = "must contain only [a-z0-9-]"
-    if reason:
-        raise RenderError(f'invalid DNS label "{label}" for segment {segment}: {reason}')
-
-
 def _fqdn(app: str, eph: str | None, cluster: str, cfg: RoutingConfig) -> str:
-    """``<app>[.<eph>].<cluster>.<location>.<domain>`` (docs/wire-format.md#hostnames), checks in that order."""
-    _check_label(app, "app")
-    if app in _RESERVED_APPS:
-        raise RenderError(f'app label "{app}" is reserved for the saguão control plane')
-    if eph is not None:
-        _check_label(eph, "ephemeral_id")
-    _check_label(cluster, "cluster")
-    _check_label(cfg.location, "location")
-    if not cfg.domain:
-        raise RenderError('invalid DNS label "" for segment domain: must not be empty')
-    for piece in cfg.domain.split("."):
-        _check_label(piece, "domain")
-    middle = f"{eph}." if eph is not None else ""
-    return f"{app}.{middle}{cluster}.{cfg.location}.{cfg.domain}"
+    """``<app>[.<eph>].<cluster>.<location>.<domain>`` (docs/wire-format.md#hostnames); the domain's
+    :func:`shared.domain.hostnames.fqdn`, its error as a :class:`RenderError` with the same text."""
+    try:
+        return domain_fqdn(app, eph, cluster, cfg.location, cfg.domain)
+    except HostnameError as err:
+        raise RenderError(str(err)) from None
 
 
 def _routing_pair(owner: _Owner, routing: RoutingSpec, host: RoutingHostname, *, form: str, suffix: str,
@@ -364,7 +343,7 @@ def _routing_children(owner: _Owner, cfg: RoutingConfig, holds_claim: bool) -> l
     fallback: str | None = None
     docs: list[Manifest] = []
     for host in routing.hostnames:
-        cluster = host.cluster or cfg.cluster
+        cluster = hostname_cluster(host, cfg.cluster)
         if host.instance:
             eph = host.instance
         else:
