@@ -17,6 +17,7 @@ from pool_reconciler.controller import AllocationReconciler, PoolReconciler
 from pool_reconciler.executor import Executor
 from pool_reconciler.metrics import PoolMetrics
 from shared.domain.api.allocation import EphemeralAllocation
+from shared.domain.api.codec import wire_decoder
 from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process
 from shared.domain.group import key
@@ -49,9 +50,9 @@ def build(client: KubeClient, config: PoolReconcilerConfig, *, identity: str | N
     manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
                                  identity=identity, handle_signals=handle_signals)
     ns = config.watch_namespace or None
-    pools = manager.informer(EPHEMERAL_POOLS, EphemeralPool, namespace=ns)
+    pools = manager.informer(EPHEMERAL_POOLS, EphemeralPool, namespace=ns, decoder=wire_decoder(EphemeralPool).decode)
     allocations = manager.informer(EPHEMERAL_ALLOCATIONS, EphemeralAllocation, namespace=ns)
-    processes = manager.informer(PROCESSES, Process, namespace=ns)
+    processes = manager.informer(PROCESSES, Process, namespace=ns, decoder=wire_decoder(Process).decode)
     jobs = manager.informer(JOBS, ObservedJob, namespace=ns)
 
     metrics = PoolMetrics(registry, pools.objects, processes.objects, allocations.objects)

@@ -25,6 +25,7 @@ from reconciler.pid import allocate_pid
 from reconciler.prefetch import Prefetcher
 from reconciler.render import RENDERED_KINDS, Manifest, RoutingConfig, render_children
 from reconciler.table import TableStatusWriter
+from shared.domain.api.codec import wire_decoder
 from shared.domain.api.process import Process
 from shared.domain.group import key
 from shared.domain.resources import PROCESSES
@@ -82,7 +83,7 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     namespace = config.watch_namespace or None
     manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
                                  identity=identity, handle_signals=handle_signals)
-    processes = manager.informer(PROCESSES, Process, namespace=namespace)
+    processes = manager.informer(PROCESSES, Process, namespace=namespace, decoder=wire_decoder(Process).decode)
 
     metrics = ProcessMetrics(registry, lambda: (p.phase for p in processes.objects()))
     recorder = EventRecorder(client, REPORTING_CONTROLLER, identity or "tatara-reconciler")

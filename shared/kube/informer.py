@@ -105,6 +105,9 @@ class Informer(Generic[T]):
         inactivity_timeout: seconds without a byte before the watch is restarted.
         min_watch_timeout: seconds; see :data:`MIN_WATCH_TIMEOUT`.
         backoff: error backoff policy.
+        decoder: decodes one object's JSON instead of ``msgspec.json.Decoder(decode_type).decode``
+            (e.g. with a domain's own number semantics); raises ``msgspec.ValidationError`` for an
+            object that does not fit.
     """
 
     def __init__(
@@ -120,6 +123,7 @@ class Informer(Generic[T]):
         page_size: int = DEFAULT_PAGE_SIZE,
         backoff: Backoff = WATCH_BACKOFF,
         rng: random.Random | None = None,
+        decoder: Callable[[bytes], T] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -131,7 +135,7 @@ class Informer(Generic[T]):
         self.backoff = backoff
         self._failures = 0
         self._rng = rng or random.Random()
-        self._object_decoder = msgspec.json.Decoder(decode_type)
+        self._decode_object: Callable[[bytes], T] = decoder or msgspec.json.Decoder(decode_type).decode
         self._bookmark_decoder = msgspec.json.Decoder(_Bookmark)
         self._store: dict[str, T] = {}
         self._indexers: dict[str, Callable[[T], Iterable[str]]] = {}
@@ -296,7 +300,7 @@ class Informer(Generic[T]):
         """One object, or None when it does not match the type: one bad object must not stop the
         informer (it is logged, counted, and reported to ``on_decode_error``)."""
         try:
-            return self._object_decoder.decode(raw)
+            return self._decode_object(raw)
         except msgspec.ValidationError as err:
             self.stats.decode_errors += 1
             log.warning("%s: skipping an object that does not decode: %s", self.resource.plural, err)
