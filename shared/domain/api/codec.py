@@ -67,9 +67,9 @@ MAX_NESTING: Final = 127
 limit (128) minus one (docs/wire-format.md#numbers)."""
 
 _STRING = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
-_CANDIDATE: Final = re.compile(rb"(?:^|[:\[,])[ \t\n\r]*(?:-0(?![.eE0-9])|-[0-9]{19}|[0-9]{20})")
-"""A cheap test for an integer literal serde_json reads as a float (``-0``, beyond i64/u64); it
-may also fire inside a string, which the exact pass then leaves alone."""
+_NEGATIVE_ZERO: Final = re.compile(rb"-0(?![.eE0-9])")
+_DIGITS: Final = bytes(0x30 if 0x30 <= c <= 0x39 else 0x20 for c in range(256))
+"""Maps every digit to ``0`` and every other byte to a space: a run of 19 digits shows as ``0 × 19``."""
 _TOKENS: Final = re.compile(_STRING + rb"|-?(?:0|[1-9][0-9]*+)(\.[0-9]++)?([eE][+-]?[0-9]++)?")
 _NESTING: Final = re.compile(_STRING + rb"|[\[\]{}]")
 
@@ -104,9 +104,24 @@ def _with_float_integers_marked(data: bytes) -> bytes:
     """``data`` with ``e0`` after each integer literal serde_json reads as an ``f64`` (``-0``,
     integers beyond i64/u64): serde_json reads ``<n>e0`` exactly as ``<n>``, and msgspec then
     hands it to the float hook (or, in an integer field, rejects it as the reference does)."""
-    if _CANDIDATE.search(data) is None:
+    if not _may_hold_float_integers(data):
         return data
     return _TOKENS.sub(_mark_float_integer, data)
+
+
+def _may_hold_float_integers(data: bytes) -> bool:
+    """A cheap test for an integer literal serde_json reads as a float: a run of 19 digits (beyond
+    i64/u64 needs at least that many), or ``-0`` after ``:``, ``[`` or ``,``. It may also fire inside
+    a string, which the exact pass then leaves alone."""
+    if b"0" * 19 in data.translate(_DIGITS):
+        return True
+    for match in _NEGATIVE_ZERO.finditer(data):
+        i = match.start() - 1
+        while i >= 0 and data[i] in b" \t\n\r":
+            i -= 1
+        if i < 0 or data[i] in b":[,":
+            return True
+    return False
 
 
 class _F64Field:
