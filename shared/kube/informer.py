@@ -145,7 +145,7 @@ class Informer(Generic[T]):
         self.resource_version: str = ""
         """The last resourceVersion seen (list, event or bookmark); the watch resumes from it."""
         self.stats = InformerStats()
-        self.on_decode_error: Callable[[bytes, msgspec.ValidationError], None] | None = None
+        self.on_decode_error: Callable[[bytes, Exception], None] | None = None
         """Called with the raw object and the error when an object does not decode (e.g. to post an Event)."""
 
     # -- reading the cache --------------------------------------------------------------
@@ -297,11 +297,13 @@ class Informer(Generic[T]):
             self.resource_version = obj.metadata.resource_version
 
     def _decode(self, raw: msgspec.Raw) -> T | None:
-        """One object, or None when it does not match the type: one bad object must not stop the
-        informer (it is logged, counted, and reported to ``on_decode_error``)."""
+        """One object, or None when it does not decode: one bad object must not stop the informer (it is
+        logged, counted, and reported to ``on_decode_error``). A decoder reports a bad object with a
+        ``ValueError`` (msgspec's errors are ones); a ``RecursionError`` (a document nested deeper than
+        the interpreter's stack, which the API server accepts) counts as one too."""
         try:
             return self._decode_object(raw)
-        except msgspec.ValidationError as err:
+        except (ValueError, RecursionError) as err:
             self.stats.decode_errors += 1
             log.warning("%s: skipping an object that does not decode: %s", self.resource.plural, err)
             if self.on_decode_error is not None:

@@ -169,6 +169,32 @@ async def test_an_object_that_does_not_decode_is_skipped_not_fatal(kclient: Kube
     assert [msgspec.json.decode(r)["metadata"]["name"] for r in rejected] == ["bad", "bad-2"]
 
 
+@pytest.mark.parametrize(
+    "error",
+    [ValueError("a domain rule refused it"), msgspec.DecodeError("not JSON the decoder takes"),
+     RecursionError("maximum recursion depth exceeded")],
+    ids=["a ValueError", "a msgspec DecodeError", "a RecursionError from deep nesting"],
+)
+async def test_a_decoder_refusing_an_object_skips_it(kclient: KubeClient, ns: str, error: Exception) -> None:
+    await cm(kclient, ns, "good", n="1")
+    await cm(kclient, ns, "refused", n="boom")
+    plain = msgspec.json.Decoder(ConfigMap)
+
+    def decoder(raw: bytes) -> ConfigMap:
+        obj = plain.decode(raw)
+        if obj.data.get("n") == "boom":
+            raise error
+        return obj
+
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns, decoder=decoder)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(informer.run)
+        with anyio.fail_after(30):
+            await informer.wait_synced()
+        tg.cancel_scope.cancel()
+    assert (informer.keys(), informer.stats.decode_errors) == ([f"{ns}/good"], 1)
+
+
 async def test_an_event_larger_than_aiohttps_default_line_limit_is_delivered(kclient: KubeClient, ns: str) -> None:
     big = "x" * 700_000  # > aiohttp's 512 KiB readline default, < etcd's 1.5 MiB request limit
     informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns)
