@@ -165,19 +165,17 @@ def _default_union_rule(cls: type) -> UnionRule | None:
 
 
 _RST_ROLE = re.compile(r":[a-z]+:`~?(?:[\w.]*\.)?([^`]+)`")
-_SECTION_REF = re.compile(r"\s*\(§[^)]*\)|,\s*§[\d.]+|\s*§[\d.]+")
 
 
 def describe(doc: str | None) -> str | None:
     """A schema ``description`` from a docstring: its first paragraph on one line, Sphinx
-    roles and double backticks reduced to plain `code`, spec section references (``§4.3``)
-    dropped — ``kubectl explain`` readers have neither Sphinx nor our spec."""
+    roles and double backticks reduced to plain `code` (``kubectl explain`` readers have no Sphinx)."""
     if not doc or not doc.strip():
         return None
     first = inspect.cleandoc(doc).split("\n\n", 1)[0]
     text = " ".join(line.strip() for line in first.splitlines())
     text = _RST_ROLE.sub(r"`\1`", text).replace("``", "`")
-    text = _SECTION_REF.sub("", text).replace("()", "").strip()
+    text = text.strip()
     return text or None
 
 
