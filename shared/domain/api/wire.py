@@ -103,6 +103,7 @@ class WireStruct(
         return to_wire(self)
 
 
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(msgspec.field,))
 class MergePatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True, gc=False):
     """Base of a typed JSON merge patch (RFC 7386), e.g. of a ``/status``: declare each field as
     ``T | None | msgspec.UnsetType = msgspec.UNSET``.
