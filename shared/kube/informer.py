@@ -6,8 +6,10 @@ Behaviour (docs/runtime.md#informer, after client-go's reflector):
   resourceVersion with ``allowWatchBookmarks=true`` and a server ``timeoutSeconds``
   randomized in [min, 2·min) (client-go: 5–10 min);
 - resume from the last seen resourceVersion (event or bookmark) when a watch ends;
-- a client-side inactivity deadline: no byte (not even a bookmark) for
-  ``inactivity_timeout`` seconds → the watch is dropped and restarted;
+- a client-side read deadline of the watch's own ``timeoutSeconds`` + :data:`WATCH_DEADLINE_GRACE`:
+  the server ends every watch at ``timeoutSeconds``, so a watch that stays silent past that (not even
+  the closing of the stream) is stalled → dropped and restarted. An idle resource, on which the API
+  server may send no bookmark at all, is not a stall (docs/runtime.md#bug-stalled-watch);
 - 410 Gone / expired resourceVersion → relist; the new list is diffed against the cache
   and deletes that happened meanwhile are synthesized, so handlers never miss one;
 - errors → exponential backoff with jitter (0.8 s → 30 s, ×2; client-go's reflector),
@@ -42,8 +44,11 @@ log = logging.getLogger(__name__)
 MIN_WATCH_TIMEOUT = 300
 """Seconds; the server watch timeout is drawn from [MIN, 2·MIN) (client-go reflector)."""
 
-INACTIVITY_TIMEOUT = 90.0
-"""Seconds without a byte before a watch counts as stalled (bookmarks arrive about every minute)."""
+WATCH_DEADLINE_GRACE = 30.0
+"""Seconds past the watch's server ``timeoutSeconds`` before a silent watch counts as stalled: the
+server closes every watch at its timeout, so only a dead stream stays silent that long. (A fixed
+deadline below the timeout would fire on an idle resource: the API server does not send a bookmark on
+a resource that has no objects.)"""
 
 
 T = TypeVar("T", bound=KubeObject)
@@ -102,7 +107,9 @@ class Informer(Generic[T]):
             unknown fields such as ``managedFields`` are dropped).
         namespace: restrict to one namespace (None: all namespaces / cluster-scoped).
         label_selector: optional label selector.
-        inactivity_timeout: seconds without a byte before the watch is restarted.
+        inactivity_timeout: seconds without a byte before the watch is restarted; None (the
+            default): the watch's server timeout + :data:`WATCH_DEADLINE_GRACE`, so an idle watch is
+            ended by the server, never by this deadline.
         min_watch_timeout: seconds; see :data:`MIN_WATCH_TIMEOUT`.
         backoff: error backoff policy.
         decoder: decodes one object's JSON instead of ``msgspec.json.Decoder(decode_type).decode``
@@ -118,7 +125,7 @@ class Informer(Generic[T]):
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
-        inactivity_timeout: float = INACTIVITY_TIMEOUT,
+        inactivity_timeout: float | None = None,
         min_watch_timeout: int = MIN_WATCH_TIMEOUT,
         page_size: int = DEFAULT_PAGE_SIZE,
         backoff: Backoff = WATCH_BACKOFF,
@@ -145,6 +152,7 @@ class Informer(Generic[T]):
         self.resource_version: str = ""
         """The last resourceVersion seen (list, event or bookmark); the watch resumes from it."""
         self.stats = InformerStats()
+        self._deadline = 0.0
         self.on_decode_error: Callable[[bytes, Exception], None] | None = None
         """Called with the raw object and the error when an object does not decode (e.g. to post an Event)."""
 
@@ -212,7 +220,7 @@ class Informer(Generic[T]):
                 self.resource_version = ""
             except WatchStalled:
                 log.warning("%s: watch stalled for %.0f s, restarting", self.resource.plural,
-                            self.inactivity_timeout)
+                            self._deadline)
                 self.stats.stalls += 1
             except WatchBroken as err:
                 # the stream may have lost an event mid-way: relist rather than resume
@@ -264,11 +272,12 @@ class Informer(Generic[T]):
 
     async def _watch_once(self) -> None:
         timeout = self.min_watch_timeout + int(self._rng.random() * self.min_watch_timeout)
+        self._deadline = self.read_deadline(timeout)
         self.stats.watches += 1
         healthy_since = anyio.current_time()
         async for event in self.client.watch(
             self.resource, self.namespace, resource_version=self.resource_version,
-            timeout_seconds=timeout, inactivity_timeout=self.inactivity_timeout,
+            timeout_seconds=timeout, inactivity_timeout=self._deadline,
             label_selector=self.label_selector,
         ):
             self._on_event(event)
@@ -276,6 +285,12 @@ class Informer(Generic[T]):
                 self._failures = 0
         if anyio.current_time() - healthy_since > 1.0:
             self._failures = 0
+
+    def read_deadline(self, timeout_seconds: int) -> float:
+        """Seconds a watch with server timeout ``timeout_seconds`` may stay silent before it is stalled."""
+        if self.inactivity_timeout is not None:
+            return self.inactivity_timeout
+        return timeout_seconds + WATCH_DEADLINE_GRACE
 
     def _on_event(self, event: WatchEvent) -> None:
         if event.type == "ERROR":

@@ -139,6 +139,21 @@ async def test_a_stalled_watch_is_detected_and_restarted(
         await converged(kclient, informer, ns)
 
 
+async def test_an_idle_watch_on_an_empty_resource_is_ended_by_the_server_not_reported_stalled(
+    kclient: KubeClient, ns: str
+) -> None:
+    # a fresh namespace of this control plane (no controller-manager) holds no ConfigMap, and the API
+    # server sends no bookmark on it: only the server's timeoutSeconds (here 2-3 s) ends each watch
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns, min_watch_timeout=2)
+    async with running(informer):
+        assert len(informer) == 0
+        await wait_for(lambda: _true_if(informer.stats.watches >= 3), timeout=60,
+                       what="two watches ended by the server and a third started")
+    assert informer.stats.stalls == 0
+    assert informer.stats.errors == 0
+    assert informer.stats.lists == 1  # each watch resumed from the list's resourceVersion
+
+
 async def _true_if(condition: bool) -> bool:
     return condition
 
