@@ -584,7 +584,7 @@ def crd_document(resource: Resource, *, unions: UnionResolver | None = None) -> 
     """The ``apiextensions.k8s.io/v1`` CustomResourceDefinition for one resource.
 
     One served+storage version, ``status`` subresource, printer columns, and the root schema
-    ``{type: object, required: [spec], properties: {spec, status}}``. Raises
+    ``{type: object, required: [spec], properties: {apiVersion, kind, metadata, spec, status}}``. Raises
     :class:`CrdSchemaError` when a model type has no structural form.
     """
     spec = structural_schema(resource.spec_type, unions=unions)
@@ -593,7 +593,7 @@ def crd_document(resource: Resource, *, unions: UnionResolver | None = None) -> 
     if resource.description:
         root["description"] = resource.description
     root["type"] = "object"
-    root["properties"] = {"spec": spec, "status": status}
+    root["properties"] = {**ROOT_PROPERTIES, "spec": spec, "status": status}
     if resource.spec_required:
         root["required"] = ["spec"]
     version: JSON = {"name": resource.version, "served": True, "storage": True}
@@ -646,11 +646,54 @@ def _age() -> PrinterColumn:
     return PrinterColumn("Age", "date", ".metadata.creationTimestamp")
 
 
+def _ready_condition(field: str) -> str:
+    return f'.status.conditions[?(@.type=="Ready")].{field}'
+
+
+_CONDITION_STATUS = PrinterColumn("Ready", "string", _ready_condition("status"),
+                                  "Status of the Ready condition: True, False or Unknown.")
+_CONDITION_REASON = PrinterColumn("Reason", "string", _ready_condition("reason"),
+                                  "Reason of the Ready condition (why it is not Ready).", priority=1)
+_CONDITION_MESSAGE = PrinterColumn("Message", "string", _ready_condition("message"),
+                                   "Message of the Ready condition.", priority=1)
+_STATUS_MESSAGE = PrinterColumn("Message", "string", ".status.message",
+                                "What the reconciler last said about this object.", priority=1)
+
+CATEGORIES_NAMESPACED = ("tatara", "all")
+"""``kubectl get tatara`` lists every tatara kind; ``kubectl get all`` includes the namespaced ones."""
+CATEGORIES_CLUSTER = ("tatara",)
+"""The cluster-scoped ProcessTable is not in ``all`` (a namespaced listing)."""
+
+ROOT_PROPERTIES: JSON = {
+    "apiVersion": {
+        "description": (
+            "APIVersion defines the versioned schema of this representation of an object. Servers should "
+            "convert recognized schemas to the latest internal value, and may reject unrecognized values. "
+            "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"
+        ),
+        "type": "string",
+    },
+    "kind": {
+        "description": (
+            "Kind is a string value representing the REST resource this object represents. Servers may infer "
+            "this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. "
+            "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+        ),
+        "type": "string",
+    },
+    "metadata": {"type": "object"},
+}
+"""The root properties controller-gen writes into every CRD (the text of the Kubernetes API's
+``TypeMeta`` docs), so schema tools that close objects (kubeconform ``-strict``) accept objects."""
+
+
 def tatara_resources() -> tuple[Resource, ...]:
     """The four tatara kinds, in the reference generator's order (docs/wire-format.md#kinds):
     Process and ProcessTable (chart ``tatara-reconciler``), EphemeralPool and
-    EphemeralAllocation (chart ``tatara-pool-reconciler``). Names, scope, short names and
-    printer columns are the reference's."""
+    EphemeralAllocation (chart ``tatara-pool-reconciler``). Names, scope and short names are the
+    reference's; printer columns are the reference's followed by the Ready condition's status, reason
+    and message where the kind has that condition, and categories ``tatara``/``all`` are ours
+    (docs/divergences.md#crd-columns)."""
     from shared.domain.api.allocation import AllocationSpec, AllocationStatus
     from shared.domain.api.pool import PoolSpec, PoolStatus
     from shared.domain.api.process import ProcessSpec, ProcessStatus
@@ -669,12 +712,16 @@ def tatara_resources() -> tuple[Resource, ...]:
             status_type=ProcessStatus,
             chart="tatara-reconciler",
             short_names=("proc",),
+            categories=CATEGORIES_NAMESPACED,
             printer_columns=(
                 PrinterColumn("PID", "string", ".status.pid"),
                 PrinterColumn("Phase", "string", ".status.phase"),
                 PrinterColumn("Type", "string", ".spec.classification.pointType"),
                 PrinterColumn("Substrate", "string", ".spec.classification.substrate"),
                 PrinterColumn("Gen", "integer", ".status.attestation.generation"),
+                _CONDITION_STATUS,
+                _CONDITION_REASON,
+                _CONDITION_MESSAGE,
                 _age(),
             ),
             description="A unit of desired cluster state reconciled through Unix-like process phases.",
@@ -690,6 +737,7 @@ def tatara_resources() -> tuple[Resource, ...]:
             status_type=ProcessTableStatus,
             chart="tatara-reconciler",
             short_names=("pt",),
+            categories=CATEGORIES_CLUSTER,
             printer_columns=(
                 PrinterColumn("Procs", "integer", ".status.processCount"),
                 PrinterColumn("Ready", "integer", ".status.readyCount"),
@@ -710,11 +758,14 @@ def tatara_resources() -> tuple[Resource, ...]:
             status_type=PoolStatus,
             chart="tatara-pool-reconciler",
             short_names=("epool",),
+            categories=CATEGORIES_NAMESPACED,
             printer_columns=(
                 PrinterColumn("Desired", "integer", ".spec.desiredSize"),
                 PrinterColumn("Ready", "integer", ".status.readyCount"),
                 PrinterColumn("Allocated", "integer", ".status.allocatedCount"),
                 PrinterColumn("Phase", "string", ".status.phase"),
+                _CONDITION_REASON,
+                _CONDITION_MESSAGE,
                 _age(),
             ),
             description="A pool of pre-warmed member Processes built from one template.",
@@ -730,11 +781,13 @@ def tatara_resources() -> tuple[Resource, ...]:
             status_type=AllocationStatus,
             chart="tatara-pool-reconciler",
             short_names=("ealloc",),
+            categories=CATEGORIES_NAMESPACED,
             printer_columns=(
                 PrinterColumn("Pool", "string", ".spec.poolRef.name"),
                 PrinterColumn("Phase", "string", ".status.phase"),
                 PrinterColumn("Process", "string", ".status.assignedProcess.name"),
                 PrinterColumn("Requestor", "string", ".spec.requestor.kind"),
+                _STATUS_MESSAGE,
                 _age(),
             ),
             description="A request to hold one pool member (e.g. per pull request) until its TTL expires.",

@@ -123,26 +123,51 @@ async def test_creating_the_crds_draws_no_warnings(kube: client.ApiClient, tatar
         response.release()
 
 
-async def test_kubectl_get_shows_the_spec_printer_columns(
-    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str
-) -> None:
+async def _table(kube: client.ApiClient, path: str) -> dict[str, Any]:
+    """What ``kubectl get`` reads: the API server's Table rendering of a list."""
     response = await kube.call_api(
-        f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/processes",
+        path,
         "GET",
         header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
         auth_settings=["BearerToken"],
         _preload_content=False,
     )
-    table = json.loads(await response.read())
-    assert [c["name"] for c in table["columnDefinitions"]] == [
-        "Name",
-        "PID",
-        "Phase",
-        "Type",
-        "Substrate",
-        "Gen",
-        "Age",
-    ]
+    table: dict[str, Any] = json.loads(await response.read())
+    return table
+
+
+async def test_kubectl_get_shows_the_spec_printer_columns_and_the_ready_condition(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    objects = _objects(kube)
+    await objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "processes", _process("stuck"))
+    condition = {"status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "IntentNotSupported",
+                 "message": "intent nix is not supported"}
+    await objects.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "processes", "stuck",
+        {"status": {"phase": "Execing", "conditions": [{"type": "Stalled", **condition, "status": "True"},
+                                                       {"type": "Ready", **condition}]}},
+        _content_type="application/merge-patch+json",
+    )
+    table = await _table(kube, f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/processes")
+    columns = [(c["name"], c["priority"]) for c in table["columnDefinitions"]]
+    assert columns == [("Name", 0), ("PID", 0), ("Phase", 0), ("Type", 0), ("Substrate", 0), ("Gen", 0),
+                       ("Ready", 0), ("Reason", 1), ("Message", 1), ("Age", 0)]
+    (row,) = table["rows"]
+    cells = dict(zip([c["name"] for c in table["columnDefinitions"]], row["cells"], strict=True))
+    assert (cells["Phase"], cells["Ready"], cells["Reason"], cells["Message"]) == (
+        "Execing", "False", "IntentNotSupported", "intent nix is not supported")
+
+
+async def test_every_kind_is_in_the_tatara_category_and_the_namespaced_ones_in_all(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]]
+) -> None:
+    response = await kube.call_api(f"/apis/{GROUP}/{VERSION}", "GET", auth_settings=["BearerToken"],
+                                   header_params={"Accept": "application/json"}, _preload_content=False)
+    resources = json.loads(await response.read())
+    categories = {r["name"]: r.get("categories", []) for r in resources["resources"] if "/" not in r["name"]}
+    assert categories == {"processes": ["tatara", "all"], "processtables": ["tatara"],
+                          "ephemeralpools": ["tatara", "all"], "ephemeralallocations": ["tatara", "all"]}
 
 
 # ----------------------------------------------------------------------------- acceptance

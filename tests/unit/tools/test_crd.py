@@ -73,6 +73,29 @@ COLUMNS = {
     ],
 }
 
+# kubectl's view of the Ready condition (issue 17), ours only: (name, type, jsonPath, priority)
+_READY = ("Ready", "string", '.status.conditions[?(@.type=="Ready")].status', None)
+_REASON = ("Reason", "string", '.status.conditions[?(@.type=="Ready")].reason', 1)
+_MESSAGE = ("Message", "string", '.status.conditions[?(@.type=="Ready")].message', 1)
+ADDED_COLUMNS = {
+    "Process": [_READY, _REASON, _MESSAGE],
+    "ProcessTable": [],  # no conditions, no message; its "Ready" is the reference's count
+    "EphemeralPool": [_REASON, _MESSAGE],  # its "Ready" is the reference's count of Free members
+    "EphemeralAllocation": [("Message", "string", ".status.message", 1)],  # conditions never written
+}
+
+CATEGORIES = {
+    "Process": ["tatara", "all"],
+    "ProcessTable": ["tatara"],
+    "EphemeralPool": ["tatara", "all"],
+    "EphemeralAllocation": ["tatara", "all"],
+}
+
+ROOT_TYPE_META = {
+    "apiVersion": "string",
+    "kind": "string",
+}
+
 _CONDITION_PARAMS = ("preconditions[].params", "postconditions[].params")
 
 # Free JSON (docs/wire-format.md#free-form-json): params, valuesOverlay, guest.spec, the values of
@@ -192,7 +215,7 @@ def test_names_scope_and_group_follow_the_spec(docs: dict[str, dict[str, Any]], 
         "plural": plural,
         "singular": singular,
         "shortNames": short,
-        "categories": [],
+        "categories": CATEGORIES[kind],
     }
     (version,) = doc["spec"]["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
@@ -200,10 +223,25 @@ def test_names_scope_and_group_follow_the_spec(docs: dict[str, dict[str, Any]], 
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_printer_columns_follow_the_spec(docs: dict[str, dict[str, Any]], kind: str) -> None:
+def test_printer_columns_are_the_specs_then_the_ready_condition_then_age(
+    docs: dict[str, dict[str, Any]], kind: str
+) -> None:
     (version,) = docs[kind]["spec"]["versions"]
-    got = [(c["name"], c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
-    assert got == COLUMNS[kind]
+    got = [(c["name"], c["type"], c["jsonPath"], c.get("priority")) for c in version["additionalPrinterColumns"]]
+    spec = [(*c, None) for c in COLUMNS[kind]]
+    assert got == [*spec[:-1], *ADDED_COLUMNS[kind], spec[-1]]
+    added = {c[0] for c in ADDED_COLUMNS[kind]}
+    assert all(c.get("description") for c in version["additionalPrinterColumns"] if c["name"] in added)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_root_schema_declares_api_version_kind_and_metadata(docs: dict[str, dict[str, Any]], kind: str) -> None:
+    root = _root(docs[kind])
+    assert list(root["properties"]) == ["apiVersion", "kind", "metadata", "spec", "status"]
+    for name, type_ in ROOT_TYPE_META.items():
+        assert root["properties"][name]["type"] == type_
+        assert root["properties"][name]["description"]
+    assert root["properties"]["metadata"] == {"type": "object"}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -212,11 +250,14 @@ def test_names_and_columns_equal_the_reference_crd(docs: dict[str, dict[str, Any
     ours = docs[kind]
     assert ours["metadata"]["name"] == ref["metadata"]["name"]
     assert ours["spec"]["scope"] == ref["spec"]["scope"]
-    for key in ("kind", "plural", "singular", "shortNames", "categories"):
+    for key in ("kind", "plural", "singular", "shortNames"):
         assert ours["spec"]["names"][key] == ref["spec"]["names"][key], key
+    assert ref["spec"]["names"]["categories"] == []  # ours: CATEGORIES (docs/divergences.md#crd-columns)
     (ref_version,) = ref["spec"]["versions"]
     (our_version,) = ours["spec"]["versions"]
-    assert our_version["additionalPrinterColumns"] == ref_version["additionalPrinterColumns"]
+    added = {c[0] for c in ADDED_COLUMNS[kind]}
+    kept = [c for c in our_version["additionalPrinterColumns"] if c["name"] not in added]
+    assert kept == ref_version["additionalPrinterColumns"]
     assert our_version["subresources"] == ref_version["subresources"]
 
 
