@@ -19,6 +19,7 @@ from typing import Final, TypeVar
 
 import msgspec
 
+from reconciler import cel
 from reconciler.children import ChildRef, ChildState
 from reconciler.decision import Observed
 from shared.domain.api.boundary import Condition, ConditionKind
@@ -30,10 +31,12 @@ from shared.domain.resources import HELM_RELEASES, KUSTOMIZATIONS
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "NIX_EVAL_MESSAGE",
     "BoundaryResult",
     "Outcome",
     "Verdict",
     "boundary_timeout",
+    "cel_problems",
     "check",
     "evaluate",
     "promql_queries",
@@ -107,6 +110,14 @@ class _ClosedLoopParams(msgspec.Struct, rename="camel"):
 
 class _PromParams(msgspec.Struct, rename="camel"):
     query: str
+
+
+class _CelParams(msgspec.Struct, rename="camel"):
+    expression: str
+
+
+NIX_EVAL_MESSAGE: Final = "no Nix evaluator is configured"
+"""NixEval's Unknown message (docs/divergences.md#boundary-cel)."""
 
 
 class _BadParams(Exception):
@@ -250,6 +261,18 @@ def _promql(params: _PromParams, observed: Observed) -> Verdict:
     return Verdict(Outcome.UNSATISFIED, f"PromQL query {params.query!r} returned {value:g}")
 
 
+def _cel(params: _CelParams, process: Process, observed: Observed) -> Verdict:
+    """True → Satisfied, False → Unsatisfied, no bool → Unknown (docs/behaviour.md#cel-conditions)."""
+    variables = cel.activation(process, observed.children, observed.child_processes, observed.now)
+    key = (process.metadata.uid or "", process.metadata.generation or 0)
+    result = cel.evaluate_expression(params.expression, variables, key=key)
+    if result.value is None:
+        return Verdict(Outcome.UNKNOWN, result.error)
+    if result.value:
+        return Verdict(Outcome.SATISFIED)
+    return Verdict(Outcome.UNSATISFIED, f"CEL expression {params.expression!r} is false")
+
+
 _PARAM_LABEL: Final[Mapping[ConditionKind, str]] = {
     ConditionKind.PROCESS_PHASE: "ProcessPhase",
     ConditionKind.KUSTOMIZATION_HEALTHY: "Kustomization",
@@ -257,6 +280,7 @@ _PARAM_LABEL: Final[Mapping[ConditionKind, str]] = {
     ConditionKind.JOB_ATTESTED: "JobAttested",
     ConditionKind.CLOSED_LOOP_AUTH: "ClosedLoopAuth",
     ConditionKind.PROM_QL: "PromQL",
+    ConditionKind.CEL: "Cel",
 }
 
 
@@ -278,6 +302,10 @@ def check(condition: Condition, process: Process, observed: Observed) -> Verdict
             return _closed_loop(_params(condition.params, _ClosedLoopParams), process, observed)
         if kind is ConditionKind.PROM_QL:
             return _promql(_params(condition.params, _PromParams), observed)
+        if kind is ConditionKind.CEL:
+            return _cel(_params(condition.params, _CelParams), process, observed)
+        if kind is ConditionKind.NIX_EVAL:
+            return Verdict(Outcome.UNKNOWN, NIX_EVAL_MESSAGE)
     except _BadParams as err:
         return Verdict(Outcome.UNKNOWN, f"{_PARAM_LABEL[kind]} params invalid: {err}")
     except Exception as err:  # a bug in one evaluator must not block the Process
@@ -337,6 +365,24 @@ def referenced_refs(conditions: Sequence[Condition], process: Process) -> list[C
         except _BadParams:
             continue
     return list(dict.fromkeys(out))
+
+
+def cel_problems(process: Process) -> list[str]:
+    """Why the Cel conditions of ``process`` can never be evaluated, each
+    ``spec.boundary.<pre|post>conditions[<i>]: <why>`` (params missing or not a string, an expression
+    too long or too nested, not CEL): the phase machine marks the Process Stalled with them
+    (docs/behaviour.md#cel-conditions). Empty when every Cel condition compiles."""
+    out: list[str] = []
+    spec = process.spec.boundary
+    for field, conditions in (("preconditions", spec.preconditions), ("postconditions", spec.postconditions)):
+        for i, c in enumerate(conditions):
+            if c.kind is not ConditionKind.CEL:
+                continue
+            params = c.params if isinstance(c.params, Mapping) else {}
+            problem = cel.compile_problem(params.get("expression"))
+            if problem is not None:
+                out.append(f"spec.boundary.{field}[{i}]: {problem}")
+    return out
 
 
 def promql_queries(conditions: Sequence[Condition]) -> list[str]:

@@ -281,6 +281,19 @@ def pid_refused(observed: Observed, decision: Decision, refused: PidRefused) -> 
                     events=(Event.warning("PidRefused", refused.reason),), requeue_after=requeue)
 
 
+def _stalled(observed: Observed, message: str, *, reason: str) -> Decision:
+    """Stay in the phase with ``Stalled=True`` (``reason``, ``message``) and one Warning Event; nothing
+    when the Process is already stalled for that reason (docs/behaviour.md#execing)."""
+    process = observed.process
+    conds = process.status.conditions if process.status is not None else []
+    if any(c.type_ == "Stalled" and c.status == "True" and c.reason == reason for c in conds):
+        return Decision()
+    return Decision(
+        status=_message_write(observed, message, reason=reason, stalled=True),
+        events=(Event.warning(reason, message),),
+    )
+
+
 def decide_execing(observed: Observed, deps: Deps) -> Decision:
     """Check and render: invalid spec or boundary timeout → Failed; wait on preconditions; an intent
     we do not render → Stalled ``IntentNotSupported``; else apply children → Running."""
@@ -297,6 +310,9 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
     timed_out = _timed_out(observed)
     if timed_out is not None:
         return timed_out
+    cel_problems = boundary.cel_problems(process)
+    if cel_problems:
+        return _stalled(observed, "; ".join(cel_problems), reason="InvalidCelExpression")
 
     rows = StatusPatch()
     pre = process.spec.boundary.preconditions
@@ -316,14 +332,7 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
     try:
         docs = deps.render(observed)
     except IntentNotSupported as err:
-        message = str(err)
-        conds = process.status.conditions if process.status is not None else []
-        if any(c.type_ == "Stalled" and c.status == "True" and c.reason == "IntentNotSupported" for c in conds):
-            return Decision()
-        return Decision(
-            status=_message_write(observed, message, reason="IntentNotSupported", stalled=True),
-            events=(Event.warning("IntentNotSupported", message),),
-        )
+        return _stalled(observed, str(err), reason="IntentNotSupported")
     except (RenderError, VariantError) as err:
         return _fail(observed, f"invalid spec: {err}", reason="InvalidSpec", exit_code=EXIT_INVALID_SPEC)
 

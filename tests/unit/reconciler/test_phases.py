@@ -368,6 +368,26 @@ def test_an_intent_we_do_not_render_stalls_with_intent_not_supported_and_a_warni
     assert d.requeue_after is None
 
 
+def test_a_cel_condition_that_does_not_compile_stalls_execing_with_a_warning_naming_it() -> None:
+    cond = {"kind": "Cel", "params": {"expression": "phase =="}}
+    d = decide(obs(make("Execing", spec={"boundary": {"postconditions": [cond]}})), fake_render([KS_DOC]))
+    assert d.transition is None
+    assert d.apply == ()
+    conds = {c["type"]: c for c in sent(d)["conditions"]}
+    assert conds["Stalled"]["status"] == "True"
+    assert conds["Stalled"]["reason"] == "InvalidCelExpression"
+    assert sent(d)["message"].startswith("spec.boundary.postconditions[0]: CEL expression does not compile: ")
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", "InvalidCelExpression")]
+
+
+def test_a_cel_postcondition_gates_attestation_in_running() -> None:
+    cond = {"kind": "Cel", "params": {"expression": 'process.metadata.namespace == "elsewhere"'}}
+    d = decide(obs(make("Running", spec={"boundary": {"postconditions": [cond]}})), fake_render([KS_DOC]))
+    assert d.transition is None
+    assert d.status is not None
+    assert sent(d)["message"] == "waiting on postconditions"
+
+
 def test_execing_past_its_boundary_deadline_fails_with_exit_code_124() -> None:
     p = make("Execing", boundary={"deadline": format_timestamp(NOW - timedelta(seconds=1))})
     d = decide(obs(p), fake_render([KS_DOC]))

@@ -1,0 +1,266 @@
+"""``Cel`` boundary conditions: compile, bound and evaluate a CEL expression over a snapshot.
+
+— docs/behaviour.md#cel-conditions; the difference from the reference:
+docs/divergences.md#boundary-cel. The evaluator is the ``common-expression-language`` package (the
+Rust ``cel`` interpreter behind a Python binding; the CEL language is the cel-spec's).
+
+An expression sees three variables (:func:`activation`):
+
+* ``process``: the Process as JSON (``apiVersion``, ``kind``, ``metadata``, ``spec``, ``status``),
+  exactly as the reference writes it;
+* ``children``: its children and the objects its conditions name, each
+  ``{apiVersion, kind, namespace, name, ready, stalled, reason, message, status}`` (``ready`` null
+  when unknown), sorted by kind, namespace and name; ``childProcesses``: the Processes whose parent
+  is this one, each ``{namespace, name, phase, status}``;
+* ``now``: the reconcile instant, a CEL ``timestamp``.
+
+CEL has no unbounded loops, but comprehensions over lists multiply. Every expression is bounded
+before it runs (:func:`check_bounds`: at most :data:`MAX_SOURCE` characters and
+:data:`MAX_COMPREHENSION_NESTING` nested comprehension macros) and timed when it runs: one that takes
+longer than :data:`TIME_LIMIT_SECONDS` gives Unknown and is not run again for the same Process
+generation. Compiled programs are cached by source text.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+import cel
+
+from shared.domain.api.codec import to_wire
+from shared.domain.api.process import Process
+
+__all__ = [
+    "MAX_COMPREHENSION_NESTING",
+    "MAX_SOURCE",
+    "TIME_LIMIT_SECONDS",
+    "CelError",
+    "CelResult",
+    "activation",
+    "check_bounds",
+    "compile_expression",
+    "compile_problem",
+    "evaluate_expression",
+]
+
+MAX_SOURCE: Final = 1024
+"""Longest expression accepted, in characters."""
+
+MAX_COMPREHENSION_NESTING: Final = 2
+"""Deepest nesting of the comprehension macros (``all``, ``exists``, ``exists_one``, ``map``,
+``filter``): two nested loops over lists of a few hundred items stay well under the time limit."""
+
+TIME_LIMIT_SECONDS: Final = 0.25
+"""Longest one evaluation may take before it counts as exceeding its cost."""
+
+_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_SLOW_MEMO: Final = 1024
+
+
+class CelError(ValueError):
+    """An expression that cannot be run: too long, too deeply nested, or not CEL (the parser's text)."""
+
+
+@dataclass(frozen=True)
+class CelResult:
+    """One evaluation: ``value`` True/False, or None with ``error`` saying why there is no bool."""
+
+    value: bool | None
+    error: str = ""
+
+
+def check_bounds(source: str) -> None:
+    """Raise :class:`CelError` when ``source`` is longer than :data:`MAX_SOURCE` or nests
+    comprehension macros deeper than :data:`MAX_COMPREHENSION_NESTING`.
+
+    The nesting is read from the text: string literals and ``//`` comments are skipped, and a
+    ``(`` that follows ``.<macro>`` opens a comprehension until its matching ``)``.
+    """
+    if len(source) > MAX_SOURCE:
+        raise CelError(f"expression is {len(source)} characters long; at most {MAX_SOURCE} are allowed")
+    stack: list[bool] = []
+    depth = deepest = 0
+    i, n = 0, len(source)
+    while i < n:
+        ch = source[i]
+        if ch in "\"'":
+            i = _skip_string(source, i)
+            continue
+        if source.startswith("//", i):
+            end = source.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        if ch == "(":
+            is_macro = _macro_before(source, i)
+            stack.append(is_macro)
+            if is_macro:
+                depth += 1
+                deepest = max(deepest, depth)
+        elif ch == ")" and stack and stack.pop():
+            depth -= 1
+        i += 1
+    if deepest > MAX_COMPREHENSION_NESTING:
+        raise CelError(f"comprehensions nested {deepest} deep; at most {MAX_COMPREHENSION_NESTING} are allowed")
+
+
+def _skip_string(source: str, start: int) -> int:
+    """The index just past the string literal opening at ``start`` (``'…'``, ``"…"`` or tripled)."""
+    quote = source[start]
+    triple = source.startswith(quote * 3, start)
+    delimiter = quote * 3 if triple else quote
+    raw = start > 0 and source[start - 1] in "rR"
+    i = start + len(delimiter)
+    while i < len(source):
+        if source[i] == "\\" and not raw:
+            i += 2
+            continue
+        if source.startswith(delimiter, i):
+            return i + len(delimiter)
+        i += 1
+    return len(source)
+
+
+def _macro_before(source: str, paren: int) -> bool:
+    j = paren - 1
+    while j >= 0 and source[j].isspace():
+        j -= 1
+    end = j + 1
+    while j >= 0 and (source[j].isalnum() or source[j] == "_"):
+        j -= 1
+    name = source[j + 1 : end]
+    while j >= 0 and source[j].isspace():
+        j -= 1
+    return name in _MACROS and j >= 0 and source[j] == "."
+
+
+@functools.lru_cache(maxsize=512)
+def compile_expression(source: str) -> cel.Program:
+    """The bounded, compiled program of ``source`` (cached by text). Raises :class:`CelError`."""
+    check_bounds(source)
+    try:
+        return cel.compile(source)
+    except Exception as err:  # the binding raises ValueError; anything else is still a compile failure
+        raise CelError(_first_line(str(err))) from None
+
+
+def compile_problem(source: object) -> str | None:
+    """Why ``source`` cannot be a Cel condition's expression (not a string, out of bounds, not CEL),
+    or None when it compiles."""
+    if not isinstance(source, str):
+        return "params.expression must be a string"
+    try:
+        compile_expression(source)
+    except CelError as err:
+        return f"CEL expression does not compile: {err}"
+    return None
+
+
+def _first_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def activation(
+    process: Process, children: Mapping[Any, Any], child_processes: tuple[Process, ...], now: datetime
+) -> dict[str, Any]:
+    """The variables an expression sees (module docstring). ``children`` maps a ref to a
+    :class:`reconciler.children.ChildState`."""
+    rows = []
+    for state in sorted(children.values(), key=lambda s: (s.ref.kind, s.ref.namespace, s.ref.name)):
+        status = state.object.get("status")
+        rows.append(
+            {
+                "apiVersion": state.ref.api_version,
+                "kind": state.ref.kind,
+                "namespace": state.ref.namespace,
+                "name": state.ref.name,
+                "ready": state.ready,
+                "stalled": state.stalled,
+                "reason": state.reason,
+                "message": state.message,
+                "status": to_wire(dict(status)) if isinstance(status, Mapping) else {},
+            }
+        )
+    return {
+        "process": to_wire(process),
+        "children": rows,
+        "childProcesses": [
+            {
+                "namespace": p.metadata.namespace or "default",
+                "name": p.metadata.name or "",
+                "phase": p.phase.value,
+                "status": to_wire(p.status) if p.status is not None else {},
+            }
+            for p in child_processes
+        ],
+        "now": now,
+    }
+
+
+_slow: OrderedDict[tuple[str, int, str], str] = OrderedDict()
+"""(uid, generation, expression) of evaluations that exceeded the time limit → their message."""
+
+
+def evaluate_expression(
+    source: str,
+    variables: Mapping[str, Any],
+    *,
+    key: tuple[str, int] | None = None,
+    time_limit: float = TIME_LIMIT_SECONDS,
+) -> CelResult:
+    """Evaluate ``source`` over ``variables``. Never raises.
+
+    A compile problem, a runtime error (a missing key, a division by zero, a bad conversion), a
+    non-bool result or an evaluation slower than ``time_limit`` gives ``value=None`` and an ``error``.
+    ``key`` (uid, generation) remembers a slow expression so it is not run again for that generation.
+    """
+    memo = None if key is None else (key[0], key[1], source)
+    if memo is not None and memo in _slow:
+        return CelResult(None, _slow[memo])
+    try:
+        program = compile_expression(source)
+    except CelError as err:
+        return CelResult(None, f"CEL expression does not compile: {err}")
+    started = time.perf_counter()
+    try:
+        value = program.execute(dict(variables))
+    except KeyError as err:
+        return CelResult(None, f"CEL evaluation error: no such key: {err.args[0] if err.args else err}")
+    except Exception as err:
+        return CelResult(None, f"CEL evaluation error: {_first_line(str(err)) or type(err).__name__}")
+    elapsed = time.perf_counter() - started
+    if elapsed > time_limit:
+        message = (
+            f"CEL expression exceeded its cost: {elapsed:.2f}s > {time_limit:g}s; not retried until the spec changes"
+        )
+        if memo is not None:
+            _slow[memo] = message
+            while len(_slow) > _SLOW_MEMO:
+                _slow.popitem(last=False)
+        return CelResult(None, message)
+    if not isinstance(value, bool):
+        return CelResult(None, f"CEL expression returned {_cel_type(value)}, not a bool")
+    return CelResult(value)
+
+
+def _cel_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bytes):
+        return "bytes"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "map"
+    return type(value).__name__

@@ -1,0 +1,128 @@
+"""reconciler.cel: the cost bounds, the time limit and its per-generation memo, and the compile
+problems the phase machine stalls on (docs/behaviour.md#cel-conditions)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from reconciler.boundary import cel_problems
+from reconciler.cel import CelError, CelResult, check_bounds, compile_problem, evaluate_expression
+from shared.domain.api.codec import convert
+from shared.domain.api.process import Process
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param("[1, 2].all(a, [3].exists(b, a < b))", id="two nested comprehensions are allowed"),
+        pytest.param("[1].map(a, a).filter(b, b > 0).all(c, c > 0)", id="chained comprehensions do not nest"),
+        pytest.param('"x.all(a, y.all(b, z.all(c, true)))" != ""', id="macro text inside a string is not counted"),
+        pytest.param("'''.all(''' + \"\" == '''.all('''", id="triple-quoted strings are skipped"),
+        pytest.param("all(1) // .all(a, .all(b, .all(c,", id="a comment is skipped"),
+        pytest.param("x" * 1024, id="exactly the longest source is allowed"),
+    ],
+)
+def test_sources_within_the_bounds_pass(source: str) -> None:
+    check_bounds(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        pytest.param(
+            "[1].all(a, [1].map(b, [1].filter(c, true)))",
+            "comprehensions nested 3 deep; at most 2 are allowed",
+            id="three nested comprehensions are refused",
+        ),
+        pytest.param(
+            "[1] . exists (a, [1].exists_one(b, [1] .all( c, true)))",
+            "comprehensions nested 3 deep",
+            id="spaces around the macro name do not hide it",
+        ),
+        pytest.param(
+            "x" * 1025, "expression is 1025 characters long; at most 1024 are allowed", id="one more is refused"
+        ),
+    ],
+)
+def test_sources_beyond_the_bounds_are_refused(source: str, message: str) -> None:
+    with pytest.raises(CelError, match=message):
+        check_bounds(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        pytest.param("true", None, id="a valid expression has no problem"),
+        pytest.param(None, "params.expression must be a string", id="a missing expression is a problem"),
+        pytest.param(3, "params.expression must be a string", id="a number is not an expression"),
+        pytest.param("a &&", "CEL expression does not compile: Failed to parse", id="a syntax error is a problem"),
+    ],
+)
+def test_compile_problem(source: object, problem: str | None) -> None:
+    got = compile_problem(source)
+    if problem is None:
+        assert got is None
+    else:
+        assert got is not None
+        assert got.startswith(problem)
+
+
+def test_an_evaluation_over_its_time_limit_is_unknown_and_not_run_again_for_the_generation() -> None:
+    key = ("uid-slow", 1)
+    slow = evaluate_expression("true", {}, key=key, time_limit=-1.0)
+    assert slow.value is None
+    assert slow.error.startswith("CEL expression exceeded its cost:")
+    assert evaluate_expression("true", {}, key=key) == slow
+    assert evaluate_expression("true", {}, key=("uid-slow", 2)) == CelResult(True)
+
+
+def test_without_a_key_nothing_is_remembered() -> None:
+    assert evaluate_expression("true", {}, time_limit=-1.0).value is None
+    assert evaluate_expression("true", {}) == CelResult(True)
+
+
+def _process(pre: list[Any], post: list[Any]) -> Process:
+    return convert(
+        {
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "classification": {"pointType": "Gate", "substrate": "Compute"},
+                "intent": {},
+                "boundary": {"preconditions": pre, "postconditions": post},
+            },
+        },
+        Process,
+    )
+
+
+@pytest.mark.parametrize(
+    ("pre", "post", "problems"),
+    [
+        pytest.param(
+            [], [{"kind": "Cel", "params": {"expression": "true"}}], [], id="compiling conditions give nothing"
+        ),
+        pytest.param(
+            [{"kind": "PromQL", "params": {"query": "up"}}, {"kind": "Cel", "params": {"expression": "1 +"}}],
+            [],
+            ["spec.boundary.preconditions[1]: CEL expression does not compile: Failed to parse"],
+            id="a precondition that does not compile is named by its index",
+        ),
+        pytest.param(
+            [],
+            [{"kind": "Cel", "params": None}],
+            ["spec.boundary.postconditions[0]: params.expression must be a string"],
+            id="a postcondition without params is named",
+        ),
+        pytest.param([{"kind": "NixEval", "params": None}], [], [], id="other kinds are not checked"),
+    ],
+)
+def test_cel_problems_name_each_bad_condition(pre: list[Any], post: list[Any], problems: list[str]) -> None:
+    got = cel_problems(_process(pre, post))
+    assert len(got) == len(problems)
+    for text, prefix in zip(got, problems, strict=True):
+        assert text.startswith(prefix)
