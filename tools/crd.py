@@ -225,6 +225,9 @@ def _field_docs(cls: type) -> dict[str, str]:
 @dataclass
 class _Walker:
     resolve_union: UnionResolver
+    require_descriptions: bool = False
+    """Record every Struct field whose schema has no description (see :func:`structural_schema`)."""
+    undocumented: list[str] = field(default_factory=list)
     stack: list[type] = field(default_factory=list)
     collections: int = 0
     """How many lists/maps enclose the node being built (CEL rules only at depth 0)."""
@@ -353,6 +356,8 @@ class _Walker:
                 doc = docs.get(f.name)
                 if doc and not _has_own_description(f.type):
                     prop["description"] = doc
+                if self.require_descriptions and not prop.get("description"):
+                    self.undocumented.append(f"{sub} ({cls.__module__}.{cls.__qualname__}.{f.name})")
                 if f.required:
                     required.append(f.encode_name)
                 else:
@@ -512,15 +517,21 @@ def _ordered(node: JSON) -> JSON:
     return dict(sorted(node.items(), key=lambda kv: _KEY_RANK.get(kv[0], len(_KEY_ORDER))))
 
 
-def structural_schema(tp: Any, *, unions: UnionResolver | None = None) -> JSON:
+def structural_schema(tp: Any, *, unions: UnionResolver | None = None, require_descriptions: bool = False) -> JSON:
     """Structural OpenAPI v3 schema (a JSON-able dict) for a msgspec-annotated type.
 
     ``unions`` says which Struct classes are tagged unions; by default a class attribute
     ``__crd_union__ = UnionRule(...)`` marks one. Raises :class:`CrdSchemaError` for types
-    with no structural form.
+    with no structural form, and, with ``require_descriptions``, when a Struct field has no
+    description (no attribute docstring, ``Meta(description=...)`` or documented type): the error
+    names every such field, so ``kubectl explain`` never says ``<no description>``.
     """
-    walker = _Walker(resolve_union=unions or _default_union_rule)
-    return walker.node(mi.type_info(tp), "")
+    walker = _Walker(resolve_union=unions or _default_union_rule, require_descriptions=require_descriptions)
+    schema = walker.node(mi.type_info(tp), "")
+    if walker.undocumented:
+        raise CrdSchemaError("fields without a description (write a docstring under each): "
+                             + ", ".join(walker.undocumented))
+    return schema
 
 
 # --------------------------------------------------------------------------- documents
@@ -580,15 +591,18 @@ class Resource:
         return f"{self.plural}.yaml"
 
 
-def crd_document(resource: Resource, *, unions: UnionResolver | None = None) -> JSON:
+def crd_document(
+    resource: Resource, *, unions: UnionResolver | None = None, require_descriptions: bool = False
+) -> JSON:
     """The ``apiextensions.k8s.io/v1`` CustomResourceDefinition for one resource.
 
     One served+storage version, ``status`` subresource, printer columns, and the root schema
     ``{type: object, required: [spec], properties: {apiVersion, kind, metadata, spec, status}}``. Raises
-    :class:`CrdSchemaError` when a model type has no structural form.
+    :class:`CrdSchemaError` when a model type has no structural form (or, with
+    ``require_descriptions``, a field has no description).
     """
-    spec = structural_schema(resource.spec_type, unions=unions)
-    status = structural_schema(resource.status_type, unions=unions)
+    spec = structural_schema(resource.spec_type, unions=unions, require_descriptions=require_descriptions)
+    status = structural_schema(resource.status_type, unions=unions, require_descriptions=require_descriptions)
     root: JSON = {}
     if resource.description:
         root["description"] = resource.description
@@ -829,8 +843,10 @@ def render_yaml(doc: Mapping[str, Any]) -> str:
 
 def generated_files() -> dict[str, str]:
     """``{path relative to the project root: YAML text}`` for the four tatara CRDs:
-    ``charts/<chart>/crds/<plural>.yaml``."""
+    ``charts/<chart>/crds/<plural>.yaml``. Raises :class:`CrdSchemaError` when a field of the
+    models has no description."""
     return {
-        f"charts/{r.chart}/crds/{r.file_name}": render_yaml(crd_document(r, unions=tatara_union_rule))
+        f"charts/{r.chart}/crds/{r.file_name}": render_yaml(
+            crd_document(r, unions=tatara_union_rule, require_descriptions=True))
         for r in tatara_resources()
     }

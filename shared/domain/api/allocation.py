@@ -26,7 +26,9 @@ class AllocationRef(WireStruct):
     """``{name, namespace}`` of a pool, allocation or Process."""
 
     name: str
+    """Name of the object referred to."""
     namespace: str
+    """Namespace of the object referred to."""
 
 
 class RequestorKind(ClosedSet):
@@ -44,11 +46,17 @@ class Requestor(WireStruct):
     kind: str
     """Open set; see :class:`RequestorKind` for the known values."""
     repo: str | None = None
+    """Repository asking, ``owner/name``; matched against the pools' ``selector.repos``."""
     branch: str | None = None
+    """Branch asking; matched against the pools' ``selector.branches``."""
     pr_number: UInt64 | None = None
+    """Pull request number."""
     sha: str | None = None
+    """Commit sha the environment is for."""
     pr_labels: list[str] = []
+    """Labels of the pull request; matched against the pools' ``selector.prLabels``. Default: none."""
     actor: str | None = None
+    """Who asked, e.g. the pull request author's login."""
 
     def known_kind(self) -> RequestorKind | None:
         """The RequestorKind spelled exactly ``kind``, or None for other strings."""
@@ -67,6 +75,7 @@ class AllocationSpec(WireStruct):
     ttl: str | None = None
     """Hold duration (humantime); falls back to the pool template ``ttl``, then ``1h``."""
     note: str | None = None
+    """Free-text note for the audit trail."""
 
 
 class AllocationPhase(ClosedSet):
@@ -97,10 +106,15 @@ class AllocationCondition(WireStruct):
     The same shape as the pool's conditions; never written."""
 
     type_: str
+    """Condition type."""
     status: str
+    """``True``, ``False`` or ``Unknown``."""
     reason: str
+    """One CamelCase word saying why."""
     message: str
+    """What happened, in words."""
     last_transition_time: Timestamp
+    """When ``status`` last changed (RFC 3339)."""
 
 
 class AllocationStatus(WireStruct):
@@ -108,12 +122,17 @@ class AllocationStatus(WireStruct):
 
     phase: AllocationPhase = AllocationPhase.PENDING
     phase_since: Timestamp | None = None
+    """When the allocation entered its current phase (RFC 3339)."""
     bound_pool: AllocationRef | None = None
     assigned_process: AllocationRef | None = None
     allocated_at: Timestamp | None = None
+    """When a member was bound (RFC 3339)."""
     expires_at: Timestamp | None = None
+    """When the hold ends and the member is released (RFC 3339)."""
     message: str | None = None
+    """What the pool reconciler last said about the allocation, in words."""
     conditions: list[AllocationCondition] = []
+    """Conditions of the allocation; not written yet."""
 
 
 class EphemeralAllocation(WireStruct):

@@ -45,10 +45,11 @@ class Condition(WireStruct):
 
     kind: ConditionKind
     params: FreeObject | None = None
+    """Parameters of the check; their shape depends on ``kind`` (any JSON object, or null)."""
 
 
 class Boundary(WireStruct):
-    """``spec.boundary``."""
+    """Checks that gate Running and Attested, and how long they may take (``spec.boundary``)."""
 
     preconditions: list[Condition] = []
     """Checked in Execing; gate the step into Running."""

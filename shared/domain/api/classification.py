@@ -179,8 +179,10 @@ class Horizon(WireStruct):
 
     kind: HorizonKind = HorizonKind.BOUNDED
     metric: str | None = None
+    """Asymptotic only: the name of the metric the Process optimizes."""
     direction: OptimizationDirection | None = None
     healthy_rate_threshold: Double | None = None
+    """Asymptotic only: the threshold on the healthy rate of ``metric``, a plain number; carried, not read."""
 
 
 class Classification(WireStruct):

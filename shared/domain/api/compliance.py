@@ -30,15 +30,20 @@ class ComplianceBinding(WireStruct):
     """One control, e.g. ``{framework: nist-800-53, controlId: SC-7}``."""
 
     framework: str
+    """Compliance framework of the control, e.g. ``nist-800-53``."""
     control_id: str
+    """Identifier of the control inside its framework, e.g. ``AC-2``."""
     phase: VerificationPhase = VerificationPhase.AT_BOUNDARY
     description: str | None = None
+    """Free text: what the control asks of this Process."""
 
 
 class ComplianceSpec(WireStruct):
-    """``spec.compliance``."""
+    """Compliance controls this Process is bound to; carried, not evaluated yet (``spec.compliance``)."""
 
     baseline: str | None = None
     """E.g. ``fedramp-moderate``, ``cis-k8s-v1.8``."""
     bindings: list[ComplianceBinding] = []
+    """Controls of compliance frameworks this Process is bound to. Carried, not evaluated yet."""
     auto_remediate: bool = False
+    """Whether violated controls may be remediated automatically. Default false; not acted on yet."""

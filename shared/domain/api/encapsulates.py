@@ -26,22 +26,29 @@ class ExistingHelmRelease(WireStruct):
     """A HelmRelease already in the cluster."""
 
     namespace: str
+    """Namespace of the existing HelmRelease."""
     name: str
+    """Name of the existing HelmRelease object."""
     release_name: str
+    """Helm release name the HelmRelease installs (kept as is in Adopt mode)."""
 
 
 class ExistingKustomization(WireStruct):
     """A Flux Kustomization already in the cluster."""
 
     namespace: str
+    """Namespace of the existing Kustomization."""
     name: str
+    """Name of the existing Kustomization."""
 
 
 class BareWorkload(WireStruct):
     """Workloads selected by labels."""
 
     namespace: str
+    """Namespace of the workload."""
     selector: dict[str, str]
+    """Label selector of the workload's objects: label → value, all must match."""
 
 
 class EncapsulationTarget(ClosedSet):
@@ -93,7 +100,7 @@ class EncapsulationMode(ClosedSet):
 
 
 class EncapsulatesSpec(WireStruct):
-    """``spec.encapsulates``."""
+    """An existing HelmRelease, Kustomization or workload this Process wraps (``spec.encapsulates``)."""
 
     kind: EncapsulationKind
     mode: EncapsulationMode = EncapsulationMode.MANAGE

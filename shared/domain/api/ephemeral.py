@@ -30,14 +30,21 @@ class EphemeralSpec(WireStruct):
 
     aplicacao: AplicacaoIntent
     ttl: str = "1h"
+    """How long a member lives, as a duration (``1h``, ``30m``, ``2h 15m``). Default ``1h``."""
     teardown: TeardownPolicy = TeardownPolicy.ALWAYS
     max_concurrent: UInt32 = 1
+    """Cluster-wide cap on members running at once; 0 means no cap. Default 1."""
     postconditions: list[Condition] = []
+    """Checks that must hold before a member is Attested. Default: none."""
     preconditions: list[Condition] = []
+    """Checks that must hold before a member runs. Default: none."""
     verify_timeout: str | None = None
+    """How long the boundary checks may take, as a duration; absent: 15m."""
     classification: Classification | None = None
     parent: str | None = None
+    """PID path of the parent Process of each member; absent: members are roots."""
     exports: list[ExportSpec] = []
+    """What each member ships out before it ends. Default: nothing."""
     routing: RoutingSpec | None = None
 
     def to_process_spec(self) -> ProcessSpec:

@@ -92,21 +92,26 @@ class TestReportSource(WireStruct):
     __test__: ClassVar[bool] = False  # not a pytest class
 
     configmap: str
+    """Name of the ConfigMap that holds the report."""
     key: str
+    """Key of the report in the ConfigMap's ``data`` (or ``binaryData``)."""
     format: ReportFormat = ReportFormat.RAW
     namespace: str | None = None
+    """Namespace of the ConfigMap; absent: the Process's namespace."""
 
 
 class ProcessSnapshotSource(WireStruct):
     """Export the whole Process object as JSON."""
 
     include_attestation_chain: bool = False
+    """Also ship the chain of earlier attestations. Default false."""
 
 
 class RunMarkerSource(WireStruct):
     """Export an empty marker event carrying ``labels``."""
 
     labels: dict[str, str] = {}
+    """Labels added to the run marker event: name → value. Default empty."""
 
 
 class ArtifactKind(ClosedSet):
@@ -145,7 +150,9 @@ class HttpEventChannel(WireStruct):
     """POST the event to a Vector HTTP source."""
 
     endpoint: str | None = None
+    """URL the event is POSTed to; absent: ``http://vector.observability.svc.cluster.local:8080``."""
     signal_type: str
+    """Signal type of the event, sent as the ``X-Tatara-Signal-Type`` header."""
 
     @property
     def resolved_endpoint(self) -> str:
@@ -157,8 +164,11 @@ class NatsSubjectChannel(WireStruct):
     """Publish the event to NATS JetStream; ``subject`` may contain ``{{run_id}}``."""
 
     subject: str
+    """NATS subject to publish to; ``{{run_id}}`` is replaced by the run id."""
     stream: str
+    """JetStream stream that holds the subject."""
     url: str | None = None
+    """NATS server URL; absent: ``nats://nats.observability.svc.cluster.local:4222``."""
 
     @property
     def resolved_url(self) -> str:
@@ -170,6 +180,7 @@ class StdoutChannel(WireStruct):
     """Print the event on the worker's stdout."""
 
     pretty: bool = False
+    """Print the event as indented JSON instead of one line. Default false."""
 
 
 class ChannelKind(ClosedSet):
@@ -209,3 +220,4 @@ class ExportSpec(WireStruct):
     channel: VectorChannel
     when: ExportTrigger = ExportTrigger.ON_ATTESTED
     experiment_id_override: str | None = None
+    """Run id of the event; absent or empty: ``<namespace>/<name>`` of the Process."""

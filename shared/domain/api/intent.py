@@ -29,23 +29,34 @@ class NixIntent(WireStruct):
     """Build a flake attribute (``intent.nix``)."""
 
     flake_ref: str
+    """Flake reference to build from, e.g. ``github:pleme-io/k8s``."""
     attribute: str
+    """Attribute of the flake to build, e.g. ``observability``."""
     system: str | None = None
+    """Nix system to build for, e.g. ``x86_64-linux``; absent: the builder's own."""
     attic_cache: str | None = None
+    """Name of the Attic binary cache to push the build to; absent: no push."""
     extra_args: list[str] = []
+    """Extra command-line arguments for the build, in order. Default: none."""
     delegate_to_nix_build: bool = False
+    """True: hand the build to a remote ``nix build`` instead of building in-cluster. Default false."""
 
 
 class FluxIntent(WireStruct):
     """Render a Flux Kustomization (and optionally a HelmRelease) (``intent.flux``)."""
 
     git_repository: str
+    """Name of the Flux GitRepository the rendered Kustomization reads from (not created by tatara)."""
     path: str
+    """Path inside the repository that the Kustomization applies, e.g. ``./apps``."""
     git_repository_namespace: str | None = None
     """Absent → the renderer uses ``flux-system``."""
     target_namespace: str | None = None
+    """Namespace the Kustomization applies its objects into; absent: the namespaces in the manifests."""
     decrypt_sops: bool = True
+    """Decrypt SOPS-encrypted manifests with the ``sops-age`` Secret. Default true."""
     helm_chart: str | None = None
+    """Name of a Helm chart in the repository; carried, not used by the renderer."""
     helm_values: dict[str, Any] | None = None
     """Map of string → free JSON; keys written sorted."""
 
@@ -56,8 +67,11 @@ class LispIntent(WireStruct):
     source: str
     """Raw S-expression text, ``include:<path>`` or ``configmap:<name>/<key>``."""
     reader: str = "tatara-lisp"
+    """Reader that parses ``source``. Default ``tatara-lisp``."""
     version: str = "v1"
+    """Version of the reader's language. Default ``v1``."""
     bindings: dict[str, Any] = {}
+    """Values bound to names before ``source`` is evaluated: name → any JSON value. Default empty."""
 
 
 class WorkloadKind(ClosedSet):
@@ -84,10 +98,15 @@ class ContainerIntent(WireStruct):
     """Run an image as a workload (``intent.container``)."""
 
     image: str
+    """Container image to run, e.g. ``ghcr.io/pleme-io/api:1.2.3``."""
     replicas: Int32 | None = None
+    """Number of pods to run; absent: the workload kind's default."""
     command: list[str] = []
+    """Entrypoint to run instead of the image's; empty: the image's entrypoint."""
     args: list[str] = []
+    """Arguments for the entrypoint; empty: the image's default arguments."""
     env: dict[str, str] = {}
+    """Environment variables for the container: name → value. Default empty."""
     workload_kind: WorkloadKind = WorkloadKind.DEPLOYMENT
 
 
@@ -106,7 +125,9 @@ class AplicacaoIntent(WireStruct):
     version: str
     """A Helm semver constraint."""
     profile: str = ""
+    """Chart profile, set as the top-level ``profile`` value of the release; empty (the default): none."""
     values_overlay: FreeObject | None = None
+    """Helm values for the release (an object); null (the default): no values."""
     release_name: str | None = None
     """Absent → the Process ``metadata.name``."""
     target_namespace: str | None = None
@@ -119,8 +140,11 @@ class GuestIntent(WireStruct):
     """Boot a tatara-vm guest (``intent.guest``); ``spec`` is free JSON."""
 
     spec: FreeObject
+    """The guest to boot, in the shape of a tatara-vm GuestSpec (any JSON object)."""
     state_dir: str | None = None
+    """Directory on the host that keeps the guest's state; absent: the runtime's default."""
     allow_remote_build: bool | None = None
+    """Whether the guest image may be built on a remote builder; absent: the runtime decides."""
 
 
 class IntentKind(ClosedSet):

@@ -48,6 +48,7 @@ class EphemeralLifetime(WireStruct):
     max_concurrent: UInt32 = 1
     """Cluster-wide cap; 0 means no cap."""
     exports: list[ExportSpec] = []
+    """What the Process ships out before it ends (test reports, receipts, markers…). Default: nothing."""
 
     def applicable_exports(self, phase: ProcessPhase) -> list[tuple[int, ExportSpec]]:
         """``(index in exports, export)`` for each export whose trigger fires on ``phase``."""

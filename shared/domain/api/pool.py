@@ -92,10 +92,13 @@ class PoolSelector(WireStruct):
     """Which allocations a pool serves. Empty lists match everything."""
 
     repos: list[str] = []
+    """Glob patterns of repositories (``owner/name``); empty (the default) matches any."""
     branches: list[str] = []
+    """Glob patterns of branches; empty (the default) matches any."""
     pr_labels: list[str] = []
     """Every entry must be among the requestor's labels (AND)."""
     kinds: list[str] = []
+    """Requestor kinds, compared exactly (e.g. ``github-pr``); empty (the default) matches any."""
 
     def matches(self, key: MatchKey) -> bool:
         """All four clauses hold: repos, branches, prLabels and kinds (docs/behaviour.md#allocation-routing)."""
@@ -120,16 +123,21 @@ class PoolSpec(WireStruct):
     desired_size: UInt32
     """Legacy mode: target Free + Spawning members."""
     min_size: UInt32 = 0
+    """Fewest active members (Free, Allocated, Spawning, Returning); 0 (the default) disables the floor."""
     max_size: UInt32 = 0
+    """Most active members; 0 (the default) means no cap."""
     return_policy: ReturnPolicy = ReturnPolicy.REPLACE
     selector: PoolSelector = PoolSelector()
     template: EphemeralSpec
     free_ttl: str = "24h"
+    """A Free member older than this duration is recycled. Default ``24h``."""
     max_allocation_ttl: str = "4h"
+    """Longest an allocation may hold a member, as a duration. Default ``4h``."""
     desired: UInt32 = 0
     """> 0 selects the desired-count (healthy members) loop."""
     replacement_policy: ReplacementPolicy = ReplacementPolicy.REPLACE_IMMEDIATE
     stable_name_claim: bool = False
+    """Whether one healthy member holds the pool's unprefixed host names. Default false; not read yet."""
 
 
 class MemberState(ClosedSet):
@@ -175,8 +183,10 @@ class PoolMember(WireStruct):
     """One row of ``status.members``."""
 
     process_name: str
+    """Name of the member Process (in the pool's namespace)."""
     state: MemberState
     entered_state_at: Timestamp
+    """When the member entered its state (RFC 3339)."""
     allocation_ref: AllocationRef | None = None
 
 
@@ -184,10 +194,15 @@ class PoolCondition(WireStruct):
     """``status.conditions[]``; all five keys required."""
 
     type_: str
+    """Condition type, ``Ready``."""
     status: str
+    """``True``, ``False`` or ``Unknown``."""
     reason: str
+    """One CamelCase word saying why: the pool's phase."""
     message: str
+    """What happened, in words."""
     last_transition_time: Timestamp
+    """When ``status`` last changed (RFC 3339)."""
 
 
 class PoolStatus(WireStruct):
@@ -195,14 +210,21 @@ class PoolStatus(WireStruct):
 
     phase: PoolPhase = PoolPhase.INITIALIZING
     phase_since: Timestamp | None = None
+    """When the pool entered its current phase (RFC 3339)."""
     ready_count: UInt32 = 0
     """Members in Free."""
     allocated_count: UInt32 = 0
+    """Members held by an allocation."""
     spawning_count: UInt32 = 0
+    """Members still starting."""
     returning_count: UInt32 = 0
+    """Members released and being recycled."""
     members: list[PoolMember] = []
+    """Every member Process and its state."""
     message: str | None = None
+    """What the pool reconciler last said about the pool, in words."""
     conditions: list[PoolCondition] = []
+    """The ``Ready`` condition: True when the pool is Steady."""
 
 
 class EphemeralPool(WireStruct):

@@ -39,7 +39,7 @@ __all__ = [
 
 
 class IdentitySpec(WireStruct):
-    """``spec.identity``."""
+    """Where the Process sits in the PID tree and the name it goes by (``spec.identity``)."""
 
     parent: str | None = None
     """PID path of the parent Process; absent (or empty) → a root."""
@@ -51,6 +51,7 @@ class DependsOn(WireStruct):
     """``spec.dependsOn[]``: another Process that must reach a phase first."""
 
     name: str
+    """``metadata.name`` of the Process waited for."""
     namespace: str | None = None
     """Absent → this Process's namespace."""
     must_reach: MustReachPhase = MustReachPhase.ATTESTED
@@ -70,6 +71,7 @@ class ProcessSpec(WireStruct):
     boundary: Boundary = Boundary()
     compliance: ComplianceSpec = ComplianceSpec()
     depends_on: list[DependsOn] = []
+    """Processes that must reach a phase before this one leaves Forking. Default: none."""
     signals: SignalPolicy = SignalPolicy()
     lifetime: Lifetime = Lifetime()
     routing: RoutingSpec | None = None
@@ -120,24 +122,36 @@ class ProcessAttestation(WireStruct):
     artifact_hash: str
     """Hash of the rendered resources, or ``""`` when nothing was rendered."""
     control_hash: str | None = None
+    """Hash of the compliance controls; absent when there are no compliance bindings."""
     intent_hash: str
+    """Hash of the intent's canonical JSON (64 lower-case hex)."""
     composed_root: str
+    """Hash combining the artifact, control, intent and previous hashes (64 lower-case hex)."""
     generation: UInt64
     """0 for the first attestation, +1 each cycle."""
     previous_root: str | None = None
+    """``composedRoot`` of the previous attestation; absent at generation 0."""
     attested_at: Timestamp
+    """When this attestation was written (RFC 3339)."""
 
 
 class FluxResourceRef(WireStruct):
     """``status.fluxResources[]``: an object the Process rendered."""
 
     api_version: str
+    """``apiVersion`` of the object, e.g. ``helm.toolkit.fluxcd.io/v2``."""
     kind: str
+    """``kind`` of the object, e.g. ``HelmRelease``."""
     name: str
+    """Name of the object."""
     namespace: str
+    """Namespace of the object."""
     ready: bool = False
+    """Whether the object reports Ready. Default false."""
     message: str | None = None
+    """The object's own readiness message, or ``not yet observed``."""
     last_check: Timestamp | None = None
+    """When the readiness was last read (RFC 3339)."""
 
 
 class CheckedCondition(WireStruct):
@@ -147,38 +161,54 @@ class CheckedCondition(WireStruct):
 
     kind: ConditionKind
     params: FreeObject | None = None
+    """The condition's parameters, as in the spec (null when it has none)."""
     satisfied: bool
+    """Whether the condition held at the last check."""
     last_check: Timestamp | None = None
+    """When the condition was last checked (RFC 3339)."""
     message: str | None = None
+    """Why the condition is not satisfied, or what the check found."""
 
 
 class BoundaryStatus(WireStruct):
-    """``status.boundary``."""
+    """Results of the boundary checks and the boundary deadline (``status.boundary``)."""
 
     preconditions: list[CheckedCondition] = []
+    """Result of each ``spec.boundary.preconditions`` entry, in order."""
     postconditions: list[CheckedCondition] = []
+    """Result of each ``spec.boundary.postconditions`` entry, in order."""
     deadline: Timestamp | None = None
+    """When the boundary timeout runs out (RFC 3339): past it, the Process goes Failed (exit code 124)."""
 
 
 class ComplianceStatus(WireStruct):
     """``status.compliance``; the three counters are required inside the object."""
 
     baseline: str | None = None
+    """The compliance baseline checked against (``spec.compliance.baseline``)."""
     satisfied: UInt32
+    """Number of controls satisfied."""
     violated: UInt32
+    """Number of controls violated."""
     total: UInt32
+    """Number of controls checked."""
     violations: list[str] = []
+    """The violated controls, one text each."""
 
 
 class ProcessCondition(WireStruct):
     """``status.conditions[]``, the metav1.Condition shape."""
 
     type_: str
+    """Condition type: ``Ready``, ``Reconciling`` or ``Stalled``."""
     status: str
     """``"True"``, ``"False"`` or ``"Unknown"``."""
     last_transition_time: Timestamp
+    """When ``status`` last changed (RFC 3339)."""
     reason: str | None = None
+    """One CamelCase word saying why, e.g. ``InvalidSpec``."""
     message: str | None = None
+    """What happened, in words."""
     observed_generation: int | None = None
     """Not in the reference; we add it for kstatus (docs/divergences.md). Omitted when unset.
 
@@ -191,18 +221,26 @@ class ProcessStatus(WireStruct):
     pid: str | None = None
     """Hierarchical PID path, e.g. ``seph.1.7``."""
     parent: str | None = None
+    """PID path of the parent Process, copied from ``spec.identity.parent``; absent for a root."""
     children: list[str] = []
+    """PID paths of the child Processes."""
     identity: Identity | None = None
     phase: ProcessPhase = ProcessPhase.PENDING
     phase_since: Timestamp | None = None
+    """When the Process entered its current phase (RFC 3339)."""
     attestation: ProcessAttestation | None = None
     flux_resources: list[FluxResourceRef] = []
+    """The Flux objects (Kustomization, HelmRelease, OCIRepository) this Process rendered, with their readiness."""
     boundary: BoundaryStatus = BoundaryStatus()
     compliance: ComplianceStatus = ComplianceStatus(satisfied=0, violated=0, total=0)
     signal_queue: list[ProcessSignal] = []
+    """Signals waiting to be delivered, oldest first (signals are handled at once, so usually empty)."""
     conditions: list[ProcessCondition] = []
+    """kstatus conditions ``Ready``, ``Reconciling`` and ``Stalled``, rewritten on every phase change."""
     message: str | None = None
+    """What the reconciler last said about the Process, in words."""
     exit_code: Int32 | None = None
+    """Why the Process ended: 2 invalid spec, 1 a stalled child, 124 boundary timeout, 137 SIGKILL."""
 
 
 class Process(WireStruct):

@@ -34,16 +34,20 @@ class RoutingBackend(WireStruct):
     _omit_when_default: ClassVar[frozenset[str]] = frozenset({"ingress_annotations"})
 
     service: str
+    """Name of the Service (in the Process's namespace) that receives the traffic."""
     port: UInt16
+    """Port of the Service, 1–65535."""
     tls_issuer: str | None = None
     """cert-manager ClusterIssuer; absent → ``letsencrypt-prod``."""
     ingress_annotations: dict[str, str] = {}
+    """Annotations added to the rendered Ingress: name → value. Default empty."""
 
 
 class RoutingSpec(WireStruct):
-    """``spec.routing``."""
+    """Host names to route to a Service of this Process, with Ingress and DNS records (``spec.routing``)."""
 
     hostnames: list[RoutingHostname] = []
+    """Host names to route to the backend; each becomes an Ingress host and DNS record. Default: none."""
     backend: RoutingBackend
     stable_name_claim: bool = False
     """Compete for the unprefixed ``<app>.<cluster>…`` name (ProcessTable claims)."""

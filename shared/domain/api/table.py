@@ -31,32 +31,45 @@ class ProcessTableSpec(WireStruct):
     next_sequence: UInt32 = 1
     """The next PID sequence number; bumped with optimistic concurrency."""
     parent_pid: str | None = None
+    """PID path of a parent table; carried, not read."""
     dns_domain: str | None = None
+    """DNS domain of the cluster's host names; carried, not read."""
     dns_zone_id: str | None = None
+    """Identifier of the DNS zone of ``dnsDomain``; carried, not read."""
     max_depth: UInt32 = 0
     """Maximum PID depth; 0 = unlimited."""
     max_children: UInt32 = 0
     """Maximum children per Process; 0 = unlimited."""
     sigterm_timeout_seconds: UInt32 = 480
+    """Seconds a Process has to exit after SIGTERM. Default 480; carried, not read."""
     zombie_timeout_seconds: UInt32 = 600
+    """Seconds a Zombie waits before it is reaped. Default 600; carried, not read."""
     orphan_reaping_enabled: bool = True
+    """Whether Processes whose parent is gone are reaped. Default true; carried, not read."""
 
 
 class ProcessEntry(WireStruct):
     """One row of ``status.processes``."""
 
     name: str
+    """Name of the Process."""
     namespace: str
+    """Namespace of the Process."""
     pid: str
+    """PID path of the Process."""
     parent_pid: str | None = None
+    """PID path of its parent; absent for a root."""
     phase: ProcessPhase
     point_type: str
     """The ConvergencePointType label, as a plain string."""
     substrate: str
     """The SubstrateType label, as a plain string."""
     content_hash: str | None = None
+    """Content hash of the Process's spec."""
     attestation_root: str | None = None
+    """``composedRoot`` of its latest attestation."""
     last_updated: Timestamp | None = None
+    """When this row was last written (RFC 3339)."""
 
 
 class ClaimRecord(WireStruct):
@@ -65,8 +78,11 @@ class ClaimRecord(WireStruct):
     holder: str
     """``<namespace>/<name>`` of the holding Process."""
     pid: str
+    """PID path of the holding Process."""
     granted_at: Timestamp
+    """When the claim was granted (RFC 3339)."""
     priority: Int32
+    """``spec.routing.priority`` of the holder; a higher priority takes the claim over."""
 
 
 class ProcessTableStatus(WireStruct):
@@ -79,10 +95,15 @@ class ProcessTableStatus(WireStruct):
     _omit_when_default: ClassVar[frozenset[str]] = frozenset({"claims"})
 
     process_count: UInt32 = 0
+    """Number of Processes in the cluster. Default 0."""
     ready_count: UInt32 = 0
+    """Number of Processes that are ready (``Ready`` condition True, else Attested). Default 0."""
     processes: list[ProcessEntry] = []
+    """One row per Process, sorted by PID; capped, so fewer rows than ``processCount`` means truncated."""
     last_reconciled: Timestamp | None = None
+    """When the table status was last written (RFC 3339)."""
     claims: dict[str, ClaimRecord] = {}
+    """Holders of stable host names, keyed ``<cluster>/<app>``. Default empty."""
 
 
 class ProcessTable(WireStruct):

@@ -16,10 +16,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
-from tools.crd import generated_files, walk_schema
+from tools.crd import CrdSchemaError, generated_files, structural_schema, walk_schema
 from tools.gen_crds import drift
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -232,6 +233,44 @@ def test_printer_columns_are_the_specs_then_the_ready_condition_then_age(
     assert got == [*spec[:-1], *ADDED_COLUMNS[kind], spec[-1]]
     added = {c[0] for c in ADDED_COLUMNS[kind]}
     assert all(c.get("description") for c in version["additionalPrinterColumns"] if c["name"] in added)
+
+
+def _properties(schema: Mapping[str, Any], path: str = "") -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every named field (what ``kubectl explain`` lists), not list items or map values themselves."""
+    for name, sub in (schema.get("properties") or {}).items():
+        yield f"{path}.{name}", sub
+        yield from _properties(sub, f"{path}.{name}")
+    for key, suffix in (("items", "[]"), ("additionalProperties", ".*")):
+        if isinstance(schema.get(key), Mapping):
+            yield from _properties(schema[key], path + suffix)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_field_has_a_description_that_says_more_than_its_path(
+    docs: dict[str, dict[str, Any]], kind: str
+) -> None:
+    fields = dict(_properties(_root(docs[kind])))
+    # `metadata` is bare `{type: object}` as controller-gen writes it: the API server publishes ObjectMeta's
+    # own schema and descriptions in its place
+    del fields[".metadata"]
+    assert len(fields) > 25
+    assert [p for p, node in fields.items() if not node.get("description")] == []
+    path_only = [p for p, node in fields.items() if node["description"].strip().rstrip(".").strip("`") in p]
+    assert path_only == []
+
+
+class _Undocumented(msgspec.Struct):
+    """A model with one documented and one undocumented field."""
+
+    documented: str
+    """Says what it is."""
+    bare: int = 0
+
+
+def test_the_generator_refuses_a_field_without_a_description() -> None:
+    with pytest.raises(CrdSchemaError, match=r"fields without a description.*\bbare\b"):
+        structural_schema(_Undocumented, require_descriptions=True)
+    assert "description" not in structural_schema(_Undocumented)["properties"]["bare"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
