@@ -1,5 +1,6 @@
-"""The two domains tatara defines: ``defpoint`` → ProcessSpec and ``defephemeral`` →
-EphemeralSpec (docs/lisp.md#defpoint, docs/lisp.md#defephemeral)."""
+"""The domains tatara defines: ``defpoint`` → ProcessSpec, ``defephemeral`` → EphemeralSpec,
+``defenvmatrix`` → EnvMatrixSpec, ``defencapsulates`` → EncapsulatesSpec and ``defrouting`` →
+RoutingSpec (docs/lisp.md#forms)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from typing import TypeVar
 import msgspec
 
 from shared.domain.api.codec import to_wire
+from shared.domain.api.encapsulates import EncapsulatesSpec
+from shared.domain.api.envmatrix import EnvMatrixSpec
 from shared.domain.api.ephemeral import EphemeralSpec
 from shared.domain.api.process import ProcessSpec
+from shared.domain.api.routing import RoutingSpec
 from tools.lisp import registry
 from tools.lisp.compiler import Named, compile_forms
 from tools.lisp.errors import LispError, SourceMap
@@ -24,6 +28,15 @@ DEFPOINT = "defpoint"
 
 DEFEPHEMERAL = "defephemeral"
 """Keyword of an EphemeralSpec form."""
+
+DEFENVMATRIX = "defenvmatrix"
+"""Keyword of an EnvMatrixSpec form."""
+
+DEFENCAPSULATES = "defencapsulates"
+"""Keyword of an EncapsulatesSpec form."""
+
+DEFROUTING = "defrouting"
+"""Keyword of a RoutingSpec form."""
 
 NamedSpec = Named[ProcessSpec]
 """A compiled ``(defpoint NAME …)``: ``.name`` and ``.spec`` (a ProcessSpec)."""
@@ -67,13 +80,39 @@ def compile_ephemeral_source(src: str) -> list[NamedEphemeral]:
     return compile_program(src, EphemeralSpec, DEFEPHEMERAL)
 
 
+def compile_env_matrix_source(src: str) -> list[Named[EnvMatrixSpec]]:
+    """Compile every ``(defenvmatrix NAME :kw value …)`` form in ``src`` (docs/lisp.md#defenvmatrix).
+
+    ``:base`` (an EphemeralSpec plist) and ``:axes`` (a list of axis plists) are required;
+    ``:select`` defaults to ``Cartesian`` and ``:budget`` to ``(:max-envs 0)``. Expand a result with
+    ``spec.expand(name)`` (docs/wire-format.md#envmatrixspec). Raises :class:`~tools.lisp.errors.LispError`.
+    """
+    return compile_program(src, EnvMatrixSpec, DEFENVMATRIX)
+
+
+def compile_encapsulates_source(src: str) -> list[Named[EncapsulatesSpec]]:
+    """Compile every ``(defencapsulates NAME :kind (…) :mode …)`` form in ``src``
+    (docs/lisp.md#defencapsulates). Raises :class:`~tools.lisp.errors.LispError`."""
+    return compile_program(src, EncapsulatesSpec, DEFENCAPSULATES)
+
+
+def compile_routing_source(src: str) -> list[Named[RoutingSpec]]:
+    """Compile every ``(defrouting NAME :hostnames (…) :backend (…) …)`` form in ``src``
+    (docs/lisp.md#defrouting). Raises :class:`~tools.lisp.errors.LispError`."""
+    return compile_program(src, RoutingSpec, DEFROUTING)
+
+
 def _encode(spec: msgspec.Struct) -> Json:
     value: Json = to_wire(spec)
     return value
 
 
 def register_all() -> None:
-    """Register ``defpoint`` and ``defephemeral`` with the process-wide registry
-    (docs/lisp.md#registry). Idempotent."""
+    """Register the five domains with the process-wide registry (docs/lisp.md#registry): ``defpoint``
+    and ``defephemeral`` (as the reference does), then ``defenvmatrix``, ``defencapsulates`` and
+    ``defrouting``. Idempotent."""
     registry.register(DEFPOINT, ProcessSpec, _encode)
     registry.register(DEFEPHEMERAL, EphemeralSpec, _encode)
+    registry.register(DEFENVMATRIX, EnvMatrixSpec, _encode)
+    registry.register(DEFENCAPSULATES, EncapsulatesSpec, _encode)
+    registry.register(DEFROUTING, RoutingSpec, _encode)

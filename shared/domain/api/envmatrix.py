@@ -163,6 +163,53 @@ class EnvMatrixSpec(WireStruct):
         lengths = self.lengths()
         return [(i, list(c)) for i, c in enumerate(self.select.explicit) if not self._valid_tuple(c, lengths)]
 
+    def selected(self) -> list[list[int]]:
+        """The coordinates :meth:`expand` materializes: :meth:`coordinates`, the first
+        ``budget.maxEnvs`` when that is > 0."""
+        coordinates: Iterator[list[int]] = self.coordinates()
+        if self.budget.max_envs > 0:
+            coordinates = itertools.islice(coordinates, self.budget.max_envs)
+        return list(coordinates)
+
+    def diagnostics(self) -> list[str]:
+        """What in this matrix the expansion silently drops or ignores, one sentence each, for a
+        compiler to report (docs/lisp.md#defenvmatrix); expansion itself never fails:
+
+        an axis without values (the matrix is empty), an ``@…`` path that is not one of
+        :data:`MAGIC_PATHS` (written into the overlay as a key), a dot path with an empty segment, a
+        non-string value at a magic path (ignored), an Explicit tuple of the wrong length or out of
+        range (dropped), a ``maxEnvs`` below the selection size (the rest dropped).
+        """
+        out: list[str] = []
+        for axis in self.axes:
+            where = f"axis {axis.name!r}"
+            if axis.length == 0:
+                out.append(f"{where} has no values (values must be a non-empty list): the matrix expands to nothing")
+            if axis.path.startswith("@") and axis.path not in MAGIC_PATHS:
+                known = ", ".join(MAGIC_PATHS)
+                out.append(
+                    f"{where}: path {axis.path!r} names no field (one of {known}); "
+                    "it is written into valuesOverlay as a key"
+                )
+            elif axis.path and "" in axis.path.split("."):
+                out.append(f"{where}: path {axis.path!r} has an empty segment")
+            if axis.path in MAGIC_PATHS and isinstance(axis.values, list):
+                for i, value in enumerate(axis.values):
+                    if not isinstance(value, str):
+                        out.append(f"{where}: value {i} is not a string; {axis.path} ignores it")
+        lengths = self.lengths()
+        for i, coordinate in self.invalid_tuples():
+            if len(coordinate) != len(lengths):
+                why = f"has {len(coordinate)} indices for {len(lengths)} axes"
+            else:
+                why = "is out of range for axis lengths " + "x".join(map(str, lengths))
+            out.append(f"select Explicit tuple {i} {coordinate} {why}: dropped")
+        size = self.selection_size()
+        cap = self.budget.max_envs
+        if 0 < cap < size:
+            out.append(f"budget maxEnvs {cap} is below the {size} selected environments: {size - cap} dropped")
+        return out
+
     def expand(self, matrix_name: str) -> list[NamedEphemeral]:
         """The environments of this matrix, in coordinate order (docs/wire-format.md#expand).
 
@@ -171,11 +218,8 @@ class EnvMatrixSpec(WireStruct):
         when set, named ``matrix_name`` plus ``-<slug(axis)>-<slug_value(value)>`` per axis (never
         slugged or truncated as a whole), and ``aplicacao.releaseName`` set to that name.
         """
-        coordinates: Iterator[list[int]] = self.coordinates()
-        if self.budget.max_envs > 0:
-            coordinates = itertools.islice(coordinates, self.budget.max_envs)
         out: list[NamedEphemeral] = []
-        for coordinate in coordinates:
+        for coordinate in self.selected():
             aplicacao = self.base.aplicacao
             suffixes: list[str] = []
             for axis, index in zip(self.axes, coordinate, strict=True):

@@ -427,3 +427,62 @@ def test_bands_target_the_namespace_and_have_no_annotations_without_a_cost_ceili
     assert band["metadata"]["namespace"] == "sweeps"
     assert band["metadata"]["annotations"] == {}
     assert band["spec"]["targetRef"] == {"kind": "StatefulSet", "name": "m"}
+
+
+# ── diagnostics ─────────────────────────────────────────────────────────────────
+
+
+def _axis(path: str, values: Any, name: str = "v") -> MatrixAxis:
+    return MatrixAxis(name=name, path=path, values=values)
+
+
+@pytest.mark.parametrize(
+    ("spec", "messages"),
+    [
+        pytest.param(matrix(2, 3), [], id="a clean matrix has nothing to report"),
+        pytest.param(
+            EnvMatrixSpec(base=BASE, axes=[_axis("a", [])]),
+            ["axis 'v' has no values (values must be a non-empty list): the matrix expands to nothing"],
+            id="an empty axis is reported",
+        ),
+        pytest.param(
+            EnvMatrixSpec(base=BASE, axes=[_axis("a", "abc")]),
+            ["axis 'v' has no values (values must be a non-empty list): the matrix expands to nothing"],
+            id="values that are not a list are reported",
+        ),
+        pytest.param(
+            EnvMatrixSpec(base=BASE, axes=[_axis("@release-name", ["r"])]),
+            [
+                "axis 'v': path '@release-name' names no field (one of @version, @profile, @chart-ref); "
+                "it is written into valuesOverlay as a key"
+            ],
+            id="an at-path that names no field is reported",
+        ),
+        pytest.param(
+            EnvMatrixSpec(base=BASE, axes=[_axis("a..b", [1])]),
+            ["axis 'v': path 'a..b' has an empty segment"],
+            id="an empty path segment is reported",
+        ),
+        pytest.param(
+            EnvMatrixSpec(base=BASE, axes=[_axis("@version", ["1.0.0", 2])]),
+            ["axis 'v': value 1 is not a string; @version ignores it"],
+            id="a non-string at a magic path is reported",
+        ),
+        pytest.param(
+            matrix(2, 3, select=ExplicitSelect(explicit=[[0, 0], [2, 0], [0]])),
+            [
+                "select Explicit tuple 1 [2, 0] is out of range for axis lengths 2x3: dropped",
+                "select Explicit tuple 2 [0] has 1 indices for 2 axes: dropped",
+            ],
+            id="explicit tuples out of range or of the wrong length are reported",
+        ),
+        pytest.param(
+            matrix(2, 3, budget=MatrixBudget(max_envs=4)),
+            ["budget maxEnvs 4 is below the 6 selected environments: 2 dropped"],
+            id="a budget cap below the product is reported",
+        ),
+        pytest.param(matrix(2, 3, budget=MatrixBudget(max_envs=6)), [], id="a budget cap equal to the product is fine"),
+    ],
+)
+def test_diagnostics_name_what_the_expansion_drops(spec: EnvMatrixSpec, messages: list[str]) -> None:
+    assert spec.diagnostics() == messages
