@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,12 @@ import anyio
 import msgspec
 import yaml
 
+from reconciler.boundary import cel_problems
 from shared.domain.annotations import SIGNAL
 from shared.domain.api.codec import decode, to_wire
-from shared.domain.api.process import Process
+from shared.domain.api.envmatrix import breathe_bands
+from shared.domain.api.process import Process, ProcessSpec
+from shared.domain.canonical_json import canonical_json
 from shared.domain.group import GROUP
 from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient
@@ -26,7 +30,15 @@ from shared.kube.errors import ApiError, NotFound
 from shared.kube.meta import ObjectMeta
 from shared.kube.pager import list_all
 from tools.crds import render_all
-from tools.lisp import LispError, compile_ephemeral_source, compile_source
+from tools.lisp import (
+    DEFENVMATRIX,
+    DEFEPHEMERAL,
+    DEFPOINT,
+    LispError,
+    compile_env_matrix_source,
+    compile_ephemeral_source,
+    compile_source,
+)
 from tools.ops import SignalError, format_ps, parse_signal
 
 
@@ -79,35 +91,119 @@ async def _signal(args: argparse.Namespace) -> int:
     return 0
 
 
-def compile_lisp(source: str, namespace: str | None = None) -> list[dict[str, Any]]:
-    """Every ``(defpoint …)`` and ``(defephemeral …)`` form of ``source`` as a Process manifest.
+class CompileProblem(ValueError):
+    """A compiled Process that can never run as written: a ``Cel`` condition that does not compile
+    (docs/behaviour.md#cel-conditions). The text names the Process and the condition."""
+
+
+@dataclass(frozen=True)
+class CompiledRow:
+    """One compiled document for ``tatara compile --dry-run``: its name, the form it came from and,
+    for a matrix environment, its coordinate and ``axis=value`` pairs."""
+
+    name: str
+    form: str
+    coordinate: list[int] | None = None
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What :func:`compile_report` makes of a source: the manifests, one row per Process, and the
+    warnings (what a matrix's expansion drops or ignores)."""
+
+    docs: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[CompiledRow] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _value_text(value: Any) -> str:
+    return value if isinstance(value, str) else canonical_json(value, sort_keys=True).decode()
+
+
+def compile_report(source: str, namespace: str | None = None) -> Compiled:
+    """Every ``defpoint``, ``defephemeral`` and ``defenvmatrix`` form of ``source`` as manifests
+    (docs/lisp.md#tatara-compile): the defpoint forms, then the defephemeral forms (lowered), then each
+    matrix's environments in expansion order (docs/wire-format.md#expand), each Process followed by its
+    breathe Bands (docs/wire-format.md#breathe-bands).
 
     Raises:
         LispError: the source does not compile.
+        CompileProblem: a Cel condition of a compiled Process does not compile.
     """
-    docs: list[dict[str, Any]] = []
-    named = [(n.name, n.spec) for n in compile_source(source)]
-    named += [(n.name, n.spec.to_process_spec()) for n in compile_ephemeral_source(source)]
-    for name, spec in named:
-        process = Process(metadata=ObjectMeta(name=name, namespace=namespace), spec=spec)
-        docs.append(to_wire(process))
-    return docs
+    out = Compiled()
+    named: list[tuple[str, ProcessSpec, CompiledRow, list[dict[str, Any]]]] = []
+    named += [(n.name, n.spec, CompiledRow(n.name, DEFPOINT), []) for n in compile_source(source)]
+    named += [
+        (n.name, n.spec.to_process_spec(), CompiledRow(n.name, DEFEPHEMERAL), [])
+        for n in compile_ephemeral_source(source)
+    ]
+    for matrix in compile_env_matrix_source(source):
+        spec = matrix.spec
+        out.warnings.extend(f"defenvmatrix {matrix.name}: {w}" for w in spec.diagnostics())
+        for env, coordinate in zip(spec.expand(matrix.name), spec.selected(), strict=True):
+            values = tuple(
+                f"{axis.name}={_value_text(axis.values[i])}" for axis, i in zip(spec.axes, coordinate, strict=True)
+            )
+            row = CompiledRow(env.name, DEFENVMATRIX, coordinate, values)
+            named.append((env.name, env.spec.to_process_spec(), row, breathe_bands(spec, env)))
+    seen: set[str] = set()
+    for name, spec_, row, extra in named:
+        process = Process(metadata=ObjectMeta(name=name, namespace=namespace), spec=spec_)
+        problems = cel_problems(process)
+        if problems:
+            raise CompileProblem(f"{row.form} {name}: " + "; ".join(problems))
+        if name in seen:
+            out.warnings.append(f"{row.form} {name}: the name is used twice; the later document replaces the earlier")
+        seen.add(name)
+        out.docs.append(to_wire(process))
+        out.docs.extend(extra)
+        out.rows.append(row)
+    return out
+
+
+def compile_lisp(source: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """The manifests of :func:`compile_report` (Processes, and breathe Bands after a matrix's).
+
+    Raises:
+        LispError: the source does not compile.
+        CompileProblem: a Cel condition does not compile.
+    """
+    return compile_report(source, namespace).docs
+
+
+def format_rows(rows: list[CompiledRow]) -> str:
+    """The ``--dry-run`` table: NAME, FORM, COORDINATE (``-`` outside a matrix) and VALUES."""
+    table = [("NAME", "FORM", "COORDINATE", "VALUES")]
+    for row in rows:
+        coordinate = "-" if row.coordinate is None else "[" + ",".join(map(str, row.coordinate)) + "]"
+        table.append((row.name, row.form, coordinate, " ".join(row.values) or "-"))
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(w) for cell, w in zip(r[:3], widths, strict=True)), r[3]]).rstrip() for r in table
+    )
 
 
 def _compile(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
-        docs = compile_lisp(path.read_text(), args.namespace)
+        compiled = compile_report(path.read_text(), args.namespace)
     except OSError as err:
         print(f"tatara: {err}", file=sys.stderr)
         return 1
-    except LispError as err:
+    except (LispError, CompileProblem) as err:
         print(f"tatara: {path}: {err}", file=sys.stderr)
         return 1
-    if not docs:
-        print(f"tatara: {path}: no (defpoint …) or (defephemeral …) form", file=sys.stderr)
+    for warning in compiled.warnings:
+        print(f"tatara: {path}: warning: {warning}", file=sys.stderr)
+    if not compiled.docs:
+        print(f"tatara: {path}: nothing to write: no defpoint, defephemeral or defenvmatrix form, "
+              "or only matrices that expand to nothing", file=sys.stderr)
         return 1
-    sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True))
+    if args.dry_run:
+        print(format_rows(compiled.rows))
+        return 0
+    sys.stdout.write(yaml.safe_dump_all(compiled.docs, sort_keys=False, explicit_start=True))
     return 0
 
 
@@ -139,8 +235,10 @@ def add_subcommands(sub: Any) -> None:
     sig.add_argument("--kubeconfig", default=None, help="kubeconfig (default $KUBECONFIG, ~/.kube/config)")
     sig.set_defaults(func=_run_async(_signal))
     comp = sub.add_parser("compile", help="compile a tatara-lisp file into Process YAML on stdout")
-    comp.add_argument("file", help="a .lisp file of (defpoint …) / (defephemeral …) forms")
+    comp.add_argument("file", help="a .lisp file of (defpoint …) / (defephemeral …) / (defenvmatrix …) forms")
     comp.add_argument("-n", "--namespace", default=None, help="metadata.namespace of the output")
+    comp.add_argument("--dry-run", action="store_true",
+                      help="print the table of names (and matrix coordinates) instead of the manifests")
     comp.set_defaults(func=_compile)
     crds = sub.add_parser("crds", help="print every CRD tatara installs (its own + Flux/DNSEndpoint schemas)")
     crds.set_defaults(func=_crds)
