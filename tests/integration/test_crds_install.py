@@ -444,3 +444,99 @@ async def test_a_pool_with_an_unknown_replacement_policy_is_rejected(
         await _objects(kube).create_namespaced_custom_object(GROUP, VERSION, namespace, "ephemeralpools", doc)
     assert caught.value.status == 422
     assert "spec.replacementPolicy" in json.loads(caught.value.body)["message"]
+
+
+# ----------------------------------------------------------------------------- grammars (issue 17)
+
+# Expected spellings from the humantime 2.3 grammar as the spec states it (docs/wire-format.md#durations):
+# accepted "0", "1h30m", "2h 15m", "20 min", "1 0m", "1.5h", "4.2s", "3M"; refused "5" (time unit needed),
+# "1.", ".5s", "" and words.
+_DURATION = "must be a duration: a number and a unit"
+_PID = "must be the PID path of the parent Process"
+_AP = {"chartRef": "oci://ghcr.io/pleme-io/charts/api", "version": "1.x"}
+
+BAD_GRAMMAR = [
+    pytest.param("processes", {"boundary": {"timeout": "banana"}}, "spec.boundary.timeout", _DURATION,
+                 id="a boundary timeout that is not a duration"),
+    pytest.param("processes", {"boundary": {"timeout": "5"}}, "spec.boundary.timeout", _DURATION,
+                 id="a boundary timeout without a unit"),
+    pytest.param("processes", {"boundary": {"timeout": ".5s"}}, "spec.boundary.timeout", _DURATION,
+                 id="a boundary timeout with a bare fraction"),
+    pytest.param("processes", {"intent": {"aplicacao": {**_AP, "installTimeout": "soon"}}},
+                 "spec.intent.aplicacao.installTimeout", _DURATION, id="an install timeout that is not a duration"),
+    pytest.param("processes", {"lifetime": {"ephemeral": {"ttl": "1."}}}, "spec.lifetime.ephemeral.ttl", _DURATION,
+                 id="an ephemeral ttl with a dangling point"),
+    pytest.param("processes", {"identity": {"parent": "seph"}}, "spec.identity.parent", _PID,
+                 id="a parent PID without a sequence number"),
+    pytest.param("processes", {"identity": {"parent": "seph..1"}}, "spec.identity.parent", _PID,
+                 id="a parent PID with an empty segment"),
+    pytest.param("processes", {"routing": {"hostnames": [{"app": "Bad_App"}], "backend": {"service": "a", "port": 80}}},
+                 "spec.routing.hostnames[0].app", "should match", id="a host name app that is not a DNS label"),
+    pytest.param("processes", {"routing": {"hostnames": [{"app": "api", "cluster": "-edge"}],
+                                           "backend": {"service": "a", "port": 80}}},
+                 "spec.routing.hostnames[0].cluster", "should match", id="a cluster that starts with a hyphen"),
+    pytest.param("processes", {"encapsulates": {"kind": {"bareWorkload": {"namespace": "n",
+                                                                          "selector": {"app": "not a value!"}}}}},
+                 "spec.encapsulates.kind.bareWorkload.selector.app", "should match",
+                 id="a selector value that is not a label value"),
+    pytest.param("ephemeralpools", {"freeTtl": "a day"}, "spec.freeTtl", _DURATION, id="a pool freeTtl in words"),
+    pytest.param("ephemeralpools", {"maxAllocationTtl": "4"}, "spec.maxAllocationTtl", _DURATION,
+                 id="a pool maxAllocationTtl without a unit"),
+    pytest.param("ephemeralpools", {"template": {"aplicacao": _AP, "ttl": "1 hour!"}}, "spec.template.ttl", _DURATION,
+                 id="a member ttl with punctuation"),
+    pytest.param("ephemeralpools", {"template": {"aplicacao": _AP, "verifyTimeout": "-5m"}},
+                 "spec.template.verifyTimeout", _DURATION, id="a negative verify timeout"),
+    pytest.param("ephemeralpools", {"template": {"aplicacao": _AP, "parent": "seph.1."}}, "spec.template.parent", _PID,
+                 id="a member parent PID with a trailing dot"),
+    pytest.param("ephemeralallocations", {"ttl": ""}, "spec.ttl", _DURATION, id="an empty allocation ttl"),
+]
+
+
+def _object(plural: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    if plural == "processes":
+        return _process(name, **spec)
+    if plural == "ephemeralpools":
+        doc = _pool(name)
+        doc["spec"].update(spec)
+        return doc
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "EphemeralAllocation", "metadata": {"name": name},
+            "spec": {"requestor": {"kind": "manual"}, **spec}}
+
+
+@pytest.mark.parametrize(("plural", "spec", "field", "fragment"), BAD_GRAMMAR)
+async def test_the_api_server_refuses_a_value_outside_its_grammar_naming_the_field(
+    kube: client.ApiClient,
+    tatara_crds: list[dict[str, Any]],
+    namespace: str,
+    plural: str,
+    spec: dict[str, Any],
+    field: str,
+    fragment: str,
+) -> None:
+    with pytest.raises(ApiException) as caught:
+        await _objects(kube).create_namespaced_custom_object(GROUP, VERSION, namespace, plural,
+                                                             _object(plural, "bad", spec))
+    assert caught.value.status == 422
+    message = json.loads(caught.value.body)["message"]
+    assert f"{field}:" in message
+    assert fragment in message
+
+
+GOOD_GRAMMAR = [
+    *({"boundary": {"timeout": t}} for t in ("0", "1h30m", "2h 15m", "20 min", "1 0m", "1.5h", "4.2s", "3M")),
+    {"identity": {"parent": "seph.1.7"}},
+    {"identity": {"parent": ""}},
+    {"identity": {"parent": "01hzx3k9q8m2v7w4r5t6y0abcd.3"}},
+    {"routing": {"hostnames": [{"app": "api", "cluster": "plo", "instance": "pr-7"}],
+                 "backend": {"service": "a", "port": 80}}},
+    {"encapsulates": {"kind": {"bareWorkload": {"namespace": "n", "selector": {"app": "api_v1.2", "tier": ""}}}}},
+]
+
+
+@pytest.mark.parametrize("spec", GOOD_GRAMMAR, ids=[json.dumps(s) for s in GOOD_GRAMMAR])
+async def test_the_api_server_admits_the_grammars_spellings(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str, spec: dict[str, Any]
+) -> None:
+    stored = await _objects(kube).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "processes", _process("good", **spec), dry_run="All")
+    _assert_nothing_pruned(spec, stored["spec"])

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.grammar import Duration
 from shared.domain.api.wire import Timestamp, UInt64, WireStruct
 from shared.domain.group import API_VERSION
 from shared.kube.meta import ObjectMeta
@@ -72,7 +73,7 @@ class AllocationSpec(WireStruct):
     pool_ref: AllocationRef | None = None
     """Explicit pool (same namespace); skips selector routing."""
     requestor: Requestor
-    ttl: str | None = None
+    ttl: Duration | None = None
     """Hold duration (humantime); falls back to the pool template ``ttl``, then ``1h``."""
     note: str | None = None
     """Free-text note for the audit trail."""

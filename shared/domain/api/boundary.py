@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.grammar import Duration
 from shared.domain.api.wire import FreeObject, WireStruct
 
 __all__ = ["Boundary", "Condition", "ConditionKind"]
@@ -55,5 +56,5 @@ class Boundary(WireStruct):
     """Checked in Execing; gate the step into Running."""
     postconditions: list[Condition] = []
     """Checked in Running; gate the step into Attested."""
-    timeout: str | None = None
+    timeout: Duration | None = None
     """Duration string; absent → the controller default, 15m."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.grammar import LabelValueInMap
 from shared.domain.api.tagged_union import TaggedUnion
 from shared.domain.api.wire import WireStruct
 
@@ -47,7 +48,7 @@ class BareWorkload(WireStruct):
 
     namespace: str
     """Namespace of the workload."""
-    selector: dict[str, str]
+    selector: dict[str, LabelValueInMap]
     """Label selector of the workload's objects: label → value, all must match."""
 
 

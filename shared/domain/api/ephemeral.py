@@ -10,6 +10,7 @@ from typing import ClassVar
 from shared.domain.api.boundary import Boundary, Condition
 from shared.domain.api.classification import Classification, ConvergencePointType, SubstrateType
 from shared.domain.api.export import ExportSpec
+from shared.domain.api.grammar import Duration, ParentPid
 from shared.domain.api.intent import AplicacaoIntent, Intent
 from shared.domain.api.lifetime import EphemeralLifetime, Lifetime, TeardownPolicy
 from shared.domain.api.process import IdentitySpec, ProcessSpec
@@ -29,7 +30,7 @@ class EphemeralSpec(WireStruct):
     _omit_when_default: ClassVar[frozenset[str]] = frozenset({"exports"})
 
     aplicacao: AplicacaoIntent
-    ttl: str = "1h"
+    ttl: Duration = "1h"
     """How long a member lives, as a duration (``1h``, ``30m``, ``2h 15m``). Default ``1h``."""
     teardown: TeardownPolicy = TeardownPolicy.ALWAYS
     max_concurrent: UInt32 = 1
@@ -38,10 +39,10 @@ class EphemeralSpec(WireStruct):
     """Checks that must hold before a member is Attested. Default: none."""
     preconditions: list[Condition] = []
     """Checks that must hold before a member runs. Default: none."""
-    verify_timeout: str | None = None
+    verify_timeout: Duration | None = None
     """How long the boundary checks may take, as a duration; absent: 15m."""
     classification: Classification | None = None
-    parent: str | None = None
+    parent: ParentPid | None = None
     """PID path of the parent Process of each member; absent: members are roots."""
     exports: list[ExportSpec] = []
     """What each member ships out before it ends. Default: nothing."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.grammar import Duration
 from shared.domain.api.tagged_union import TaggedUnion
 from shared.domain.api.wire import FreeObject, Int32, WireStruct
 
@@ -132,7 +133,7 @@ class AplicacaoIntent(WireStruct):
     """Absent → the Process ``metadata.name``."""
     target_namespace: str | None = None
     """Absent → the Process namespace."""
-    install_timeout: str | None = None
+    install_timeout: Duration | None = None
     """Humantime duration; absent → ``25m``."""
 
 

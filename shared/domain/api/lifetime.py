@@ -9,6 +9,7 @@ from typing import ClassVar
 
 from shared.domain.api.closed_set import ClosedSet
 from shared.domain.api.export import ExportSpec
+from shared.domain.api.grammar import Duration
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.tagged_union import AmbiguousVariantError, TaggedUnion
 from shared.domain.api.wire import UInt32, WireStruct
@@ -42,7 +43,7 @@ class EphemeralLifetime(WireStruct):
 
     _omit_when_default: ClassVar[frozenset[str]] = frozenset({"exports"})
 
-    ttl: str = "1h"
+    ttl: Duration = "1h"
     """Humantime duration, counted from ``metadata.creationTimestamp``."""
     teardown_policy: TeardownPolicy = TeardownPolicy.ALWAYS
     max_concurrent: UInt32 = 1

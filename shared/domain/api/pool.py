@@ -10,6 +10,7 @@ from typing import NamedTuple
 from shared.domain.api.allocation import AllocationRef, Requestor
 from shared.domain.api.closed_set import ClosedSet
 from shared.domain.api.ephemeral import EphemeralSpec
+from shared.domain.api.grammar import Duration
 from shared.domain.api.wire import Timestamp, UInt32, WireStruct
 from shared.domain.group import API_VERSION
 from shared.kube.meta import ObjectMeta
@@ -129,9 +130,9 @@ class PoolSpec(WireStruct):
     return_policy: ReturnPolicy = ReturnPolicy.REPLACE
     selector: PoolSelector = PoolSelector()
     template: EphemeralSpec
-    free_ttl: str = "24h"
+    free_ttl: Duration = "24h"
     """A Free member older than this duration is recycled. Default ``24h``."""
-    max_allocation_ttl: str = "4h"
+    max_allocation_ttl: Duration = "4h"
     """Longest an allocation may hold a member, as a duration. Default ``4h``."""
     desired: UInt32 = 0
     """> 0 selects the desired-count (healthy members) loop."""

@@ -11,6 +11,7 @@ from shared.domain.api.boundary import Boundary, ConditionKind
 from shared.domain.api.classification import Classification
 from shared.domain.api.compliance import ComplianceSpec
 from shared.domain.api.encapsulates import EncapsulatesSpec
+from shared.domain.api.grammar import ParentPid
 from shared.domain.api.intent import Intent
 from shared.domain.api.lifetime import Lifetime
 from shared.domain.api.phase import MustReachPhase, ProcessPhase
@@ -41,7 +42,7 @@ __all__ = [
 class IdentitySpec(WireStruct):
     """Where the Process sits in the PID tree and the name it goes by (``spec.identity``)."""
 
-    parent: str | None = None
+    parent: ParentPid | None = None
     """PID path of the parent Process; absent (or empty) → a root."""
     name_override: str | None = None
     """Human name used instead of the content hash; trimmed, empty → absent."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from shared.domain.api.grammar import DnsLabelInList
 from shared.domain.api.wire import Int32, UInt16, WireStruct
 
 __all__ = ["RoutingBackend", "RoutingHostname", "RoutingSpec"]
@@ -15,11 +16,11 @@ __all__ = ["RoutingBackend", "RoutingHostname", "RoutingSpec"]
 class RoutingHostname(WireStruct):
     """One hostname: ``<app>.<instance or ephemeral id>.<cluster>.<location>.<domain>``."""
 
-    app: str
+    app: DnsLabelInList
     """A DNS label."""
     instance: str | None = None
     """Fixed instance label; empty counts as unset (the ephemeral id is used)."""
-    cluster: str | None = None
+    cluster: DnsLabelInList | None = None
     """Absent → the reconciler's configured cluster."""
 
     @property
