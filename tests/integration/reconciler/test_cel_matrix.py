@@ -1,0 +1,71 @@
+"""A CEL postcondition gates attestation, and the example env matrix compiles into Processes the API
+server accepts and the reconciler attests (docs/behaviour.md#cel-conditions, docs/lisp.md#tatara-compile)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.domain.resources import PROCESSES
+from shared.kube.client import KubeClient
+from tests.integration.reconciler.conftest import reconciler_running
+from tests.integration.reconciler.test_lifecycle import flux_process, phase_of, read
+from tests.support.kube import wait_for
+from tools.opscli import compile_lisp
+
+pytestmark = pytest.mark.anyio
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "lisp" / "echo-sweep.lisp"
+GATE = 'process.metadata.annotations["example.tatara.pleme.io/gate"] == "open"'
+
+
+async def test_a_cel_postcondition_gates_attestation(kc: KubeClient, namespace: str) -> None:
+    process = flux_process("gated")
+    process["metadata"]["annotations"] = {"example.tatara.pleme.io/gate": "closed"}
+    process["spec"]["boundary"] = {"postconditions": [{"kind": "Cel", "params": {"expression": GATE}}]}
+    async with reconciler_running(kc, namespace, heartbeat_seconds=1):
+        await kc.create(PROCESSES, process, namespace)
+
+        async def waiting() -> dict[str, Any] | None:
+            status: dict[str, Any] = (await read(kc, PROCESSES, "gated", namespace)).get("status") or {}
+            rows = status.get("boundary", {}).get("postconditions", [])
+            return status if rows and status.get("message") == "waiting on postconditions" else None
+
+        status = await wait_for(waiting, timeout=60, what="gated to wait on its CEL postcondition")
+        assert status["phase"] == "Running"
+        (row,) = status["boundary"]["postconditions"]
+        assert row["satisfied"] is False
+        assert row["message"] == f"CEL expression {GATE!r} is false"
+
+        await kc.merge_patch(
+            PROCESSES, "gated", {"metadata": {"annotations": {"example.tatara.pleme.io/gate": "open"}}}, namespace
+        )
+
+        async def attested() -> bool:
+            return await phase_of(kc, namespace, "gated") == "Attested"
+
+        await wait_for(attested, timeout=60, what="gated to attest once its gate is open")
+        status = (await read(kc, PROCESSES, "gated", namespace))["status"]
+        (row,) = status["boundary"]["postconditions"]
+        assert row["satisfied"] is True
+
+
+async def test_the_example_matrix_applies_and_every_environment_attests(kc: KubeClient, namespace: str) -> None:
+    docs = compile_lisp(EXAMPLE.read_text(), namespace)
+    names = [d["metadata"]["name"] for d in docs]
+    assert len(names) == 4
+    async with reconciler_running(kc, namespace, heartbeat_seconds=1):
+        for doc in docs:
+            await kc.create(PROCESSES, doc, namespace)
+
+        async def all_attested() -> bool:
+            return all([await phase_of(kc, namespace, name) == "Attested" for name in names])
+
+        await wait_for(all_attested, timeout=90, what="the four matrix environments to attest")
+        for name in names:
+            status = (await read(kc, PROCESSES, name, namespace))["status"]
+            (row,) = status["boundary"]["postconditions"]
+            assert row["kind"] == "Cel"
+            assert row["satisfied"] is True
