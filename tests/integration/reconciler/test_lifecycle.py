@@ -38,7 +38,8 @@ async def read(kc: KubeClient, resource: Any, name: str, ns: str | None) -> dict
 
 
 async def phase_of(kc: KubeClient, ns: str, name: str) -> str | None:
-    return (await read(kc, PROCESSES, name, ns)).get("status", {}).get("phase")
+    phase = (await read(kc, PROCESSES, name, ns)).get("status", {}).get("phase")
+    return phase if isinstance(phase, str) else None
 
 
 async def test_a_flux_process_reaches_attested_and_is_deleted_cleanly(kc: KubeClient, namespace: str) -> None:

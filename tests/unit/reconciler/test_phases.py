@@ -163,7 +163,7 @@ def test_illegal_transitions_are_refused(a: P, b: P) -> None:
 
 
 def test_the_dispatcher_refuses_an_illegal_transition_with_a_warning_and_writes_nothing() -> None:
-    def bad(_: Observed) -> list[dict[str, Any]]:
+    def bad(_: Observed) -> list[Manifest]:
         raise IllegalTransition(P.EXECING, P.ATTESTED)
 
     d = decide(obs(make("Execing")), Deps(render=bad))
@@ -511,7 +511,7 @@ def test_attested_with_teardown_on_attested_and_no_exports_goes_to_exiting() -> 
 
 
 def test_attested_with_an_export_on_attested_goes_to_releasing_and_stamps_released_from() -> None:
-    export = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
+    export: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
     p = make("Attested", spec={"lifetime": {"ephemeral": {"teardownPolicy": "Always", "exports": [export]}}})
     d = decide(obs(p))
     goes_to(
