@@ -37,6 +37,7 @@ from shared.domain.api.codec import to_wire
 from shared.domain.api.process import Process
 
 __all__ = [
+    "ERROR_PREFIXES",
     "MAX_COMPREHENSION_NESTING",
     "MAX_SOURCE",
     "TIME_LIMIT_SECONDS",
@@ -47,6 +48,7 @@ __all__ = [
     "compile_expression",
     "compile_problem",
     "evaluate_expression",
+    "is_error",
 ]
 
 MAX_SOURCE: Final = 1024
@@ -61,6 +63,20 @@ TIME_LIMIT_SECONDS: Final = 0.25
 
 _MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _SLOW_MEMO: Final = 1024
+
+
+ERROR_PREFIXES: Final = (
+    "CEL expression does not compile",
+    "CEL evaluation error",
+    "CEL expression returned",
+    "CEL expression exceeded its cost",
+)
+"""How the messages of :func:`evaluate_expression` that are not a false result begin."""
+
+
+def is_error(message: str | None) -> bool:
+    """True for a message of an evaluation that gave no bool (:data:`ERROR_PREFIXES`)."""
+    return message is not None and message.startswith(ERROR_PREFIXES)
 
 
 class CelError(ValueError):

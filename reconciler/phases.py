@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from msgspec import UNSET
 
-from reconciler import boundary, lifetime_clock
+from reconciler import boundary, cel, lifetime_clock
 from reconciler.attestation import attest_process
 from reconciler.children import ChildRef, is_flux_resource
 from reconciler.conditions import conditions_for
@@ -36,7 +36,7 @@ from reconciler.signals import EffectKind, effect_of, ingest
 from reconciler.status import BoundaryPatch, StatusPatch, merged
 from reconciler.transitions import IllegalTransition, phase_write
 from shared.domain import annotations as ann
-from shared.domain.api.boundary import Condition
+from shared.domain.api.boundary import Condition, ConditionKind
 from shared.domain.api.phase import ProcessPhase, phase_reached
 from shared.domain.api.process import CheckedCondition, FluxResourceRef, Process
 from shared.domain.api.signal import ProcessSignal
@@ -148,6 +148,19 @@ def _rows_differ(old: Sequence[CheckedCondition], new: Sequence[CheckedCondition
         return [(r.kind, r.params, r.satisfied, r.message) for r in rows]
 
     return key(old) != key(new)
+
+
+def _cel_events(field: str, old: Sequence[CheckedCondition], new: Sequence[CheckedCondition]) -> tuple[Event, ...]:
+    """A ``CelEvaluationFailed`` Warning per Cel row whose evaluation gave no bool (a runtime error, a
+    non-bool result, its cost exceeded) and whose message is new (docs/behaviour.md#cel-conditions)."""
+    events = []
+    for i, row in enumerate(new):
+        if row.kind is not ConditionKind.CEL or not cel.is_error(row.message):
+            continue
+        if i < len(old) and old[i].kind is row.kind and old[i].message == row.message:
+            continue
+        events.append(Event.warning("CelEvaluationFailed", f"spec.boundary.{field}[{i}]: {row.message}"))
+    return tuple(events)
 
 
 def _fail(observed: Observed, message: str, *, reason: str, exit_code: int) -> Decision:
@@ -327,7 +340,8 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
             if not changed and _status_message(process) == "waiting on preconditions":
                 return Decision(requeue_after=wait)
             status = _message_write(observed, "waiting on preconditions", reason="PreconditionsUnmet")
-            return Decision(status=merged(status, rows), requeue_after=wait)
+            events = _cel_events("preconditions", old, result.rows)
+            return Decision(status=merged(status, rows), events=events, requeue_after=wait)
 
     try:
         docs = deps.render(observed)
@@ -420,7 +434,8 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
             if _rows_differ(old, rows) or _status_message(process) != "waiting on postconditions":
                 status = merged(_message_write(observed, "waiting on postconditions", reason="PostconditionsUnmet"),
                                 StatusPatch(boundary=BoundaryPatch(postconditions=list(rows))))
-                return Decision(status=merged(status, fresh), requeue_after=wait)
+                events = _cel_events("postconditions", old, rows)
+                return Decision(status=merged(status, fresh), events=events, requeue_after=wait)
             return Decision(status=fresh, requeue_after=wait)
 
     attestation = attest_process(process, now=observed.now, children=refs)

@@ -388,6 +388,48 @@ def test_a_cel_postcondition_gates_attestation_in_running() -> None:
     assert sent(d)["message"] == "waiting on postconditions"
 
 
+@pytest.mark.parametrize(
+    ("expression", "old_message", "events"),
+    [
+        pytest.param(
+            "process.status.phase",
+            None,
+            [("Warning", "CelEvaluationFailed",
+              "spec.boundary.postconditions[0]: CEL expression returned string, not a bool")],
+            id="a non-bool result gives one warning naming the condition",
+        ),
+        pytest.param(
+            "process.status.nothere",
+            None,
+            [("Warning", "CelEvaluationFailed",
+              "spec.boundary.postconditions[0]: CEL evaluation error: no such key: nothere")],
+            id="a runtime error gives one warning",
+        ),
+        pytest.param(
+            "process.status.phase",
+            "CEL expression returned string, not a bool",
+            [],
+            id="the same error again gives no second warning",
+        ),
+        pytest.param("1 > 2", None, [], id="a false result is no warning"),
+    ],
+)
+def test_a_cel_postcondition_without_a_bool_warns_once(
+    expression: str, old_message: str | None, events: list[tuple[str, str, str]]
+) -> None:
+    cond = {"kind": "Cel", "params": {"expression": expression}}
+    status: dict[str, Any] = {}
+    if old_message is not None:
+        row = {**cond, "satisfied": False, "lastCheck": "2025-06-01T11:59:00Z", "message": old_message}
+        status = {"boundary": {"postconditions": [row]}, "message": "waiting on postconditions"}
+    ready = ChildState(ref=KS, ready=True)
+    p = make("Running", spec={"boundary": {"postconditions": [cond]}}, fluxResources=[{**KS_REF, "ready": True}],
+             **status)
+    d = decide(obs(p, children={KS: ready}), fake_render([KS_DOC]))
+    assert d.transition is None
+    assert [(e.type, e.reason, e.message) for e in d.events] == events
+
+
 def test_execing_past_its_boundary_deadline_fails_with_exit_code_124() -> None:
     p = make("Execing", boundary={"deadline": format_timestamp(NOW - timedelta(seconds=1))})
     d = decide(obs(p), fake_render([KS_DOC]))
