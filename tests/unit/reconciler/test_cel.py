@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.boundary import cel_problems
+from reconciler.boundary import Outcome, cel_problems, check
 from reconciler.cel import CelError, CelResult, check_bounds, compile_problem, evaluate_expression
+from reconciler.children import ChildRef, ChildState
+from reconciler.decision import Observed
+from shared.domain.api.boundary import Condition
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
 
@@ -126,3 +129,53 @@ def test_cel_problems_name_each_bad_condition(pre: list[Any], post: list[Any], p
     assert len(got) == len(problems)
     for text, prefix in zip(got, problems, strict=True):
         assert text.startswith(prefix)
+
+
+def _child(name: str, phase: str) -> Process:
+    return convert(
+        {
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"}, "intent": {}},
+            "status": {"phase": phase},
+        },
+        Process,
+    )
+
+
+@pytest.mark.parametrize(
+    ("expression", "outcome"),
+    [
+        pytest.param(
+            'childProcesses.map(p, p.name) == ["a", "b"]', Outcome.SATISFIED, id="child processes are listed by name"
+        ),
+        pytest.param(
+            'childProcesses.all(p, p.phase == "Attested")', Outcome.UNSATISFIED, id="child phases are visible"
+        ),
+        pytest.param(
+            'childProcesses.exists(p, p.status.phase == "Running" && p.namespace == "ns")',
+            Outcome.SATISFIED,
+            id="child statuses are visible",
+        ),
+        pytest.param(
+            "children.map(c, c.name) == ['j', 'k']",
+            Outcome.SATISFIED,
+            id="children are sorted by kind, namespace, name",
+        ),
+    ],
+)
+def test_an_expression_sees_the_child_processes_and_the_children(expression: str, outcome: Outcome) -> None:
+    children = {
+        c.ref: c
+        for c in (
+            ChildState(ref=ChildRef("batch/v1", "Job", "ns", "k"), ready=None),
+            ChildState(ref=ChildRef("batch/v1", "Job", "ns", "j"), ready=None),
+        )
+    }
+    observed = Observed(
+        process=_child("me", "Running"),
+        now=NOW,
+        children=children,
+        child_processes=(_child("a", "Attested"), _child("b", "Running")),
+    )
+    condition = convert({"kind": "Cel", "params": {"expression": expression}}, Condition)
+    assert check(condition, observed.process, observed).outcome is outcome
