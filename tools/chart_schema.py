@@ -4,8 +4,11 @@ Usage: ``python -m tools.chart_schema [--check]`` — ``--check`` writes nothing
 schema file differs from what this module generates.
 
 Objects the chart owns are closed (``additionalProperties: false``), so a typo in a key fails
-``helm lint``/``template``/``install`` with a message naming it; Kubernetes-typed passthrough values
-(resources, security contexts, affinity, EnvVars, rules) are open objects.
+``helm lint``/``template``/``install`` with a message naming it. The Kubernetes-typed passthrough values
+``resources``, ``securityContext``, ``podSecurityContext``, ``affinity``, ``tolerations`` and
+``topologySpreadConstraints`` are the Kubernetes release's own types (``tools.k8s_types``, closed too,
+under ``definitions``), so ``securityContext.readOnlyRootFilesytem`` or ``resources.limits.memroy`` is
+refused as well; EnvVars and RBAC rules stay open objects.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from tools.generated import generator_main
+from tools.k8s_types import ROOTS, definitions
 
 ROOT = Path(__file__).resolve().parents[1]
 
 _STR: dict[str, Any] = {"type": "string"}
 _BOOL: dict[str, Any] = {"type": "boolean"}
-_OPEN: dict[str, Any] = {"type": "object"}
 _STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
 _OBJ_LIST: dict[str, Any] = {"type": "array", "items": {"type": "object"}}
 _PORT: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": 65535}
@@ -36,6 +39,10 @@ def _closed(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
     if required:
         out["required"] = list(required)
     return out
+
+
+def _k8s(key: str) -> dict[str, Any]:
+    return {"$ref": f"#/definitions/{ROOTS[key]}"}
 
 
 def _probe() -> dict[str, Any]:
@@ -73,20 +80,21 @@ def common_properties(lease_name: str) -> dict[str, Any]:
             "create": _BOOL, "name": _STR, "annotations": _STR_MAP, "automountServiceAccountToken": _BOOL,
         }),
         "rbac": _closed({"create": _BOOL, "extraRules": _OBJ_LIST}),
-        "resources": _OPEN,
-        "podSecurityContext": _OPEN,
-        "securityContext": _OPEN,
+        "resources": _k8s("resources"),
+        "podSecurityContext": _k8s("podSecurityContext"),
+        "securityContext": _k8s("securityContext"),
         "topologySpread": _closed({
             "enabled": _BOOL,
             "maxSkew": {"type": "integer", "minimum": 1},
             "topologyKey": {"type": "string", "minLength": 1},
             "whenUnsatisfiable": {"enum": ["DoNotSchedule", "ScheduleAnyway"]},
         }),
+        "topologySpreadConstraints": {"type": "array", "items": _k8s("topologySpreadConstraint")},
         "podAnnotations": _STR_MAP,
         "podLabels": _STR_MAP,
         "nodeSelector": _STR_MAP,
-        "tolerations": _OBJ_LIST,
-        "affinity": _OPEN,
+        "tolerations": {"type": "array", "items": _k8s("toleration")},
+        "affinity": _k8s("affinity"),
         "priorityClassName": _STR,
         "terminationGracePeriodSeconds": {"type": "integer", "minimum": 0},
         "probes": _closed({"liveness": _probe(), "readiness": _probe()}),
@@ -142,6 +150,7 @@ def schema(chart: str) -> dict[str, Any]:
         "type": "object",
         "additionalProperties": False,
         "properties": props,
+        "definitions": definitions(),
     }
 
 

@@ -35,7 +35,16 @@ ALL_ON: dict[str, Any] = {
     "podLabels": {"team": "platform"},
     "nodeSelector": {"kubernetes.io/os": "linux"},
     "tolerations": [{"key": "dedicated", "operator": "Exists"}],
-    "affinity": {"nodeAffinity": {}},
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+    "topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": "topology.kubernetes.io/zone",
+                                   "whenUnsatisfiable": "DoNotSchedule"}],
+    "resources": {"limits": {"cpu": 1, "memory": "256Mi", "ephemeral-storage": "1Gi", "example.com/dongle": 1},
+                  "requests": {"cpu": "50m", "hugepages-2Mi": "0"}},
+    "securityContext": {"readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+                        "seccompProfile": {"type": "RuntimeDefault"}},
+    "podSecurityContext": {"runAsNonRoot": True, "fsGroup": 65532, "sysctls": [{"name": "net.core.somaxconn",
+                                                                                 "value": "1024"}]},
     "priorityClassName": "system-cluster-critical",
     "imagePullSecrets": [{"name": "registry"}],
     "extraArgs": ["--log-level=debug"],
@@ -92,6 +101,10 @@ def test_lint_and_template(helm: Path, chart: str, all_on: bool, tmp_path: Path)
         assert sorted(dashboards["data"]) == [p.name for p in shipped]
         for p in shipped:
             assert json.loads(dashboards["data"][p.name]) == json.loads(p.read_text())
+        pod = objects["Deployment"]["spec"]["template"]["spec"]
+        assert [c["topologyKey"] for c in pod["topologySpreadConstraints"]] == [
+            "kubernetes.io/hostname", "topology.kubernetes.io/zone"]
+        assert pod["containers"][0]["resources"]["limits"] == ALL_ON["resources"]["limits"]
 
 
 @pytest.mark.parametrize("chart", CHARTS)
@@ -152,7 +165,18 @@ def test_rbac_is_least_privilege(helm: Path, chart: str) -> None:
     ("replicaCount=two", "at '/replicaCount': got string, want integer"),
     ("replicas=3", "additional properties 'replicas' not allowed"),
     ("serviceMonitor.enabeld=true", "additional properties 'enabeld' not allowed"),
-], ids=["wrong-type", "unknown-top-level-key", "nested-typo"])
+    ("securityContext.readOnlyRootFilesytem=true", "additional properties 'readOnlyRootFilesytem' not allowed"),
+    ("podSecurityContext.runAsUsr=1", "additional properties 'runAsUsr' not allowed"),
+    ("securityContext.capabilities.drop=ALL", "at '/securityContext/capabilities/drop': got string, want array"),
+    ("resources.limits.memroy=1Gi", "invalid propertyName 'memroy'"),
+    ("resources.limit.memory=1Gi", "additional properties 'limit' not allowed"),
+    ("resources.limits.cpu=true", "at '/resources/limits/cpu'"),
+    ("affinity.nodeAfinity.x=1", "additional properties 'nodeAfinity' not allowed"),
+    ("tolerations[0].opertor=Exists", "additional properties 'opertor' not allowed"),
+    ("topologySpreadConstraints[0].maxSkw=1", "additional properties 'maxSkw' not allowed"),
+], ids=["wrong-type", "unknown-top-level-key", "nested-typo", "security-context-typo", "pod-security-context-typo",
+        "capabilities-wrong-type", "resource-name-typo", "resources-key-typo", "quantity-wrong-type",
+        "affinity-typo", "toleration-typo", "topology-spread-constraint-typo"])
 def test_schema_rejects(helm: Path, chart: str, command: str, setting: str, message: str) -> None:
     args: Sequence[str] = ("lint", str(ROOT / "charts" / chart)) if command == "lint" else (
         "template", "rel", str(ROOT / "charts" / chart))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools import chart_readme, chart_schema
+from tools import chart_readme, chart_schema, k8s_types
 
 ROOT = Path(__file__).resolve().parents[3]
 CHARTS = chart_readme.CHARTS
@@ -51,3 +51,29 @@ def test_leaves_and_comments() -> None:
     rows = chart_readme.table(text).splitlines()
     assert rows[2] == "| `a.b` | int | `1` | inner |"
     assert rows[3] == "| `a.c` | list | `[]` | (a) top |"
+
+
+def test_the_kubernetes_types_extract_matches_the_release_we_test() -> None:
+    """The checked-in extract equals what tools.k8s_types makes of the release's swagger.json (present once
+    `tatara control-plane build` has downloaded k8s.io/kubernetes)."""
+    path = k8s_types.swagger_path()
+    if not path.is_file():
+        pytest.skip(f"{path} not downloaded")
+    assert k8s_types.render(json.loads(path.read_text())) == k8s_types.DEFINITIONS_FILE.read_text()
+
+
+def test_the_kubernetes_types_are_closed_and_cover_the_passthrough_values() -> None:
+    definitions = k8s_types.definitions()
+    assert set(k8s_types.ROOTS.values()) <= set(definitions)
+    objects = [name for name, d in definitions.items() if "properties" in d]
+    assert len(objects) > 15
+    assert [name for name in objects if definitions[name].get("additionalProperties") is not False] == []
+    # spot checks against the Kubernetes API reference (core/v1)
+    assert "readOnlyRootFilesystem" in definitions["io.k8s.api.core.v1.SecurityContext"]["properties"]
+    assert definitions["io.k8s.api.core.v1.TopologySpreadConstraint"]["required"] == [
+        "maxSkew", "topologyKey", "whenUnsatisfiable"]
+    for chart in CHARTS:
+        schema = json.loads((ROOT / "charts" / chart / "values.schema.json").read_text())
+        for key in ("resources", "securityContext", "podSecurityContext", "affinity"):
+            assert schema["properties"][key] == {"$ref": f"#/definitions/{k8s_types.ROOTS[key]}"}
+        assert schema["definitions"] == definitions
