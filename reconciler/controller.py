@@ -40,7 +40,7 @@ from shared.domain.api.codec import decode_process
 from shared.domain.api.process import Process
 from shared.domain.group import GROUP
 from shared.domain.resources import PROCESSES
-from shared.kube.client import KubeClient
+from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.errors import Conflict
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
@@ -82,6 +82,16 @@ class ChildObject(msgspec.Struct):
     kind: str = ""
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     status: dict[str, object] = {}
+
+
+def child_document(resource: Resource, child: ChildObject) -> dict[str, object]:
+    """``child`` as JSON data with the ``apiVersion`` and ``kind`` of the ``resource`` its informer lists.
+
+    The API server leaves both out of the items of a LIST of a built-in kind (an Ingress cached from
+    the informer's list has neither; one from a watch event has both), so they come from the resource."""
+    doc: dict[str, object] = msgspec.to_builtins(child)
+    doc["apiVersion"], doc["kind"] = resource.api_version, resource.kind
+    return doc
 
 
 def controller_owner_uids(obj: ChildObject) -> list[str]:
@@ -223,7 +233,7 @@ class ProcessReconciler:
         if uid:
             for informer in self.children:
                 for child in informer.by_index(OWNER_UID, uid):
-                    state = child_state(msgspec.to_builtins(child))
+                    state = child_state(child_document(informer.resource, child))
                     children[state.ref] = state
         pid = process.status.pid if process.status else None
         observed = Observed(

@@ -10,6 +10,7 @@ import pytest
 
 from shared.domain.resources import DNS_ENDPOINTS, INGRESSES, PROCESSES
 from shared.kube.client import EVENTS, KubeClient
+from shared.kube.manager import Manager
 from tests.integration.reconciler.conftest import NO_HEARTBEAT, reconciler_running
 from tests.integration.reconciler.test_lifecycle import flux_process, read
 from tests.integration.reconciler.test_scenarios import gone, reached, signal
@@ -75,3 +76,23 @@ async def test_a_routing_child_is_watched_applied_again_when_gone_and_deleted_at
         await wait_for(lambda: gone(kc, INGRESSES, INGRESS, namespace), timeout=30, what="the Ingress deleted")
         await wait_for(lambda: gone(kc, DNS_ENDPOINTS, DNS, namespace), timeout=30, what="the DNSEndpoint deleted")
         assert (await read(kc, PROCESSES, "routed", namespace))["metadata"].get("deletionTimestamp") is None
+
+
+async def test_routing_children_cached_from_a_list_are_recognised(kc: KubeClient, namespace: str) -> None:
+    # A LIST of a built-in kind leaves apiVersion and kind out of its items: a reconciler that starts after
+    # the Ingress exists caches it from its list, and must still know it (no drift, deleted at Reaped).
+    async with reconciler_running(kc, namespace, heartbeat_seconds=NO_HEARTBEAT, dns_lb_target="lb.example.test"):
+        await kc.create(PROCESSES, routed_process(), namespace)
+        await wait_for(reached(kc, namespace, "routed", "Attested"), timeout=60, what="Attested")
+    async with reconciler_running(kc, namespace, heartbeat_seconds=NO_HEARTBEAT,
+                                  dns_lb_target="lb.example.test") as manager:
+        await wait_for(lambda: settled(manager), timeout=30, what="the restarted reconciler to settle")
+        assert not [key for key in await events(kc, namespace) if key[0] == "PhaseReconverging"]
+        await signal(kc, namespace, "routed", "SIGTERM")
+        await wait_for(reached(kc, namespace, "routed", "Reaped"), timeout=30, what="Reaped after SIGTERM")
+        await wait_for(lambda: gone(kc, INGRESSES, INGRESS, namespace), timeout=30, what="the Ingress deleted")
+        await wait_for(lambda: gone(kc, DNS_ENDPOINTS, DNS, namespace), timeout=30, what="the DNSEndpoint deleted")
+
+
+async def settled(manager: Manager) -> bool:
+    return manager.has_synced() and manager.idle()
