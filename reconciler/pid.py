@@ -29,6 +29,7 @@ import anyio
 import msgspec
 
 from reconciler.table import read_table
+from shared.domain.api.codec import wire_decoder
 from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTableSpec
 from shared.domain.identity import allocate_pid as format_pid
@@ -139,12 +140,18 @@ def check_limits(spec: ProcessTableSpec, parent: str | None, name: str, children
 # ── the guarded bump ─────────────────────────────────────────────────────────
 
 
-_process_decoder: Final = msgspec.json.Decoder(Process)
+def _listed_process(raw: msgspec.Raw) -> Process | None:
+    """One listed Process as the informers read it, or None when it does not decode (such a Process is
+    skipped by the informers too, so it holds no PID we hand out)."""
+    try:
+        return wire_decoder(Process).decode(raw)
+    except (ValueError, RecursionError):
+        return None
 
 
 async def _count_children(client: KubeClient, parent: str, process: Process) -> int:
     """LIST Processes cluster-wide (every page) and count ``parent``'s children."""
-    listing = await list_all(client, PROCESSES, _process_decoder.decode)
+    listing = await list_all(client, PROCESSES, _listed_process)
     return children_of(parent, listing.items, exclude=(process.metadata.namespace, process.metadata.name))
 
 

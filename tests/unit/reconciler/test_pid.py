@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from reconciler.pid import (
     ALLOCATION_BACKOFF,
     PidRefused,
+    _listed_process,
     check_limits,
     children_of,
     identity_name,
@@ -146,3 +148,16 @@ def test_backoff_is_jittered_and_capped(attempt: int, rng: float, delay: float) 
 
 def test_backoff_allows_fifty_bumps() -> None:
     assert len(list(ALLOCATION_BACKOFF.delays(lambda: 0.0))) == 49  # a wait between each two of 50 bumps
+
+
+@pytest.mark.parametrize(
+    ("raw", "decodes"),
+    [
+        pytest.param(None, True, id="a valid listed Process is counted"),
+        pytest.param(b'{"metadata": {"name": "p"}, "spec": 5}', False, id="a Process that does not decode is skipped"),
+        pytest.param(b"[" * 200 + b"]" * 200, False, id="a document nested past the decoder's limit is skipped"),
+    ],
+)
+def test_a_listed_process_that_does_not_decode_is_skipped_not_fatal(raw: bytes | None, decodes: bool) -> None:
+    document = msgspec.json.encode(to_wire(process())) if raw is None else raw
+    assert (_listed_process(msgspec.Raw(document)) is not None) is decodes
