@@ -3,8 +3,10 @@
 Usage: ``python -m tools.dashboards [--check]`` — ``--check`` writes nothing and exits 1 when a dashboard
 file differs from what this module generates.
 
-Each dashboard has a ``datasource`` variable (any Prometheus), ``namespace`` and ``pod`` variables read from
-``controller_runtime_reconcile_total``, its domain rows (``tatara_*``, docs/behaviour.md#domain-metrics) and
+Each dashboard has a ``datasource`` variable (any Prometheus), a ``job`` variable (the scrape job of this
+binary: ``controller_runtime_reconcile_total`` of its own controllers), ``namespace`` and ``instance``
+(replicas; all by default) variables, and every query selects ``job``, ``namespace`` and ``instance``, so
+two charts in one namespace never mix; its domain rows (``tatara_*``, docs/behaviour.md#domain-metrics) and
 the controller-runtime rows (reconciles, work queue, leader, API requests, process resources) with the usual
 queries over controller-runtime's metric names (docs/runtime.md#metrics), filtered to our controllers.
 Gauges read from the informer cache (``tatara_processes``, ``tatara_pool_members``, ``tatara_allocations``)
@@ -26,7 +28,11 @@ from tools.generated import generator_main
 
 ROOT = Path(__file__).resolve().parents[1]
 DS: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
-SEL = 'namespace="$namespace", pod=~"$pod"'
+SEL = 'job="$job", namespace="$namespace", instance=~"$instance"'
+"""Every query's selector: one binary (``job``: the Service a ServiceMonitor scrapes, one per chart), one
+namespace, the chosen replicas."""
+JOB = 'job="$job", namespace="$namespace"'
+"""The selector of whole-binary panels (the leader count): every replica, whichever are chosen."""
 RATE = "$__rate_interval"
 
 # chart -> (dashboard file stem, title, uid, controller-name regex, lease-name hint)
@@ -196,17 +202,31 @@ def runtime_panels(lay: _Layout, controllers: str) -> None:
                          "longest {{name}}")]), width=12)
 
     lay.row("Leader and process")
-    lay.add(stat("Leaders", "Replicas holding the Lease (leader_election_master_status); 1 is healthy, 0 means "
-                 "nothing reconciles.", f"sum(leader_election_master_status{{{SEL}}})",
+    lay.add(stat("Leaders", "Replicas of this binary holding its Lease (leader_election_master_status), whichever "
+                 "instances are selected; 1 is healthy with one replica or several, 0 means nothing reconciles.",
+                 f"sum(leader_election_master_status{{{JOB}}})",
                  thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1},
                              {"color": "red", "value": 2}]), width=4)
-    lay.add(timeseries("Leader by pod", "leader_election_master_status per pod and Lease.", "short",
-                       [(f"max by (pod, name) (leader_election_master_status{{{SEL}}})", "{{pod}} {{name}}")]),
+    lay.add(timeseries("Leader by instance", "leader_election_master_status per replica and Lease: 1 for the "
+                       "replica that holds it.", "short",
+                       [(f"max by (instance, name) (leader_election_master_status{{{SEL}}})",
+                         "{{instance}} {{name}}")]),
             width=8)
-    lay.add(timeseries("CPU", "process_cpu_seconds_total per pod (cores).", "cores",
-                       [(f"sum by (pod) (rate(process_cpu_seconds_total{{{SEL}}}[{RATE}]))", "{{pod}}")]), width=6)
-    lay.add(timeseries("Memory", "process_resident_memory_bytes per pod.", "bytes",
-                       [(f"max by (pod) (process_resident_memory_bytes{{{SEL}}})", "{{pod}}")]), width=6)
+    lay.add(timeseries("CPU", "process_cpu_seconds_total per replica (cores).", "cores",
+                       [(f"sum by (instance) (rate(process_cpu_seconds_total{{{SEL}}}[{RATE}]))", "{{instance}}")]),
+            width=6)
+    lay.add(timeseries("Memory", "process_resident_memory_bytes per replica.", "bytes",
+                       [(f"max by (instance) (process_resident_memory_bytes{{{SEL}}})", "{{instance}}")]), width=6)
+
+
+def _query_variable(name: str, label: str, query: str, *, all_value: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "label": label, "type": "query", "datasource": DS,
+                           "query": {"query": query, "refId": name}, "definition": query,
+                           "current": {}, "hide": 0, "refresh": 2, "sort": 1, "includeAll": all_value,
+                           "multi": all_value}
+    if all_value:
+        out["allValue"] = ".*"
+    return out
 
 
 def _variables(controllers: str) -> list[dict[str, Any]]:
@@ -214,17 +234,14 @@ def _variables(controllers: str) -> list[dict[str, Any]]:
     return [
         {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
          "current": {}, "hide": 0, "refresh": 1, "regex": ""},
-        {"name": "namespace", "label": "Namespace", "type": "query", "datasource": DS,
-         "query": {"query": f"label_values(controller_runtime_reconcile_total{{{ctl}}}, namespace)",
-                   "refId": "namespace"},
-         "definition": f"label_values(controller_runtime_reconcile_total{{{ctl}}}, namespace)",
-         "current": {}, "hide": 0, "refresh": 2, "sort": 1, "includeAll": False, "multi": False},
-        {"name": "pod", "label": "Pod", "type": "query", "datasource": DS,
-         "query": {"query": f'label_values(controller_runtime_reconcile_total{{{ctl}, namespace="$namespace"}}, pod)',
-                   "refId": "pod"},
-         "definition": f'label_values(controller_runtime_reconcile_total{{{ctl}, namespace="$namespace"}}, pod)',
-         "current": {}, "hide": 0, "refresh": 2, "sort": 1, "includeAll": True, "allValue": ".*",
-         "multi": True},
+        _query_variable("job", "Job", f"label_values(controller_runtime_reconcile_total{{{ctl}}}, job)",
+                        all_value=False),
+        _query_variable("namespace", "Namespace",
+                        'label_values(controller_runtime_reconcile_total{job="$job"}, namespace)', all_value=False),
+        # every replica exports process_* (a standby one has no reconcile counters yet)
+        _query_variable("instance", "Instance",
+                        'label_values(process_resident_memory_bytes{job="$job", namespace="$namespace"}, instance)',
+                        all_value=True),
     ]
 
 
@@ -242,7 +259,7 @@ def dashboard(chart: str) -> dict[str, Any]:
         "uid": uid,
         "tags": ["tatara", "kubernetes", "controller"],
         "timezone": "",
-        "editable": True,
+        "editable": False,
         "graphTooltip": 1,
         "refresh": "30s",
         "time": {"from": "now-3h", "to": "now"},

@@ -86,3 +86,24 @@ def test_metric_names_handles_histograms_and_rejects_nameless_selectors() -> Non
         dash.metric_names('{__name__=~"a.*"}')
     with pytest.raises(ValueError):  # noqa: PT011 - the parser's message is its own
         dash.metric_names("sum(")
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_query_is_scoped_to_its_binary_and_the_board_is_read_only(path: Path) -> None:
+    """Two charts in one namespace (issue 17): each panel reads only its own scrape job; the job variable
+    lists only jobs that export this binary's controllers."""
+    board = dash.load(path)
+    assert board["editable"] is False
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert list(variables) == ["datasource", "job", "namespace", "instance"]
+    controllers = dashboards.DASHBOARDS[path.parents[1].name][3]
+    assert variables["job"]["definition"] == (
+        f'label_values(controller_runtime_reconcile_total{{controller=~"{controllers}"}}, job)')
+    assert variables["instance"]["includeAll"] is True
+    panels = [(where, expr) for where, expr in dash.expressions(board) if not where.startswith("variable")]
+    assert panels
+    unscoped = [where for where, expr in panels
+                if dash.metric_names(expr) and not all(s in expr for s in ('job="$job"', 'namespace="$namespace"'))]
+    assert unscoped == []
+    per_replica = [where for where, expr in panels if 'instance=~"$instance"' not in expr]
+    assert per_replica == [w for w in per_replica if "Leaders" in w]
