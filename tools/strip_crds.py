@@ -18,7 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "fixtures" / "crds"
-DEFAULT_DEST = ROOT / "shared" / "crds" / "third_party"
+DEFAULT_DEST = ROOT / "tools" / "crds" / "third_party"
 
 WANTED = {
     "flux/helm.toolkit.fluxcd.io_helmreleases.yaml": "helmreleases.helm.toolkit.fluxcd.io.yaml",

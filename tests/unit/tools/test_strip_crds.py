@@ -48,3 +48,9 @@ def test_copy_matches_the_published_crd(source: str, copy: str) -> None:
     (published,) = [d for d in yaml.safe_load_all((DEFAULT_SOURCE / source).read_text()) if d]
     assert load_yaml_docs(THIRD_PARTY_CRDS / copy) == [strip_crd(published)]
     assert load_yaml_docs(Path(THIRD_PARTY_CRDS / copy))[0]["spec"]["names"] == published["spec"]["names"]
+
+
+def test_the_default_destination_is_where_the_product_reads_the_copies() -> None:
+    from tools.strip_crds import DEFAULT_DEST
+
+    assert DEFAULT_DEST.resolve() == THIRD_PARTY_CRDS.resolve()
