@@ -106,6 +106,7 @@ def common_properties(lease_name: str) -> dict[str, Any]:
         "serviceMonitor": _closed({
             "enabled": _BOOL, "interval": _DURATION, "scrapeTimeout": _DURATION, "labels": _STR_MAP,
         }),
+        "prometheusRule": _closed({"enabled": _BOOL, "labels": _STR_MAP}),
         "dashboards": _closed({
             "enabled": _BOOL,
             "namespace": _NS,

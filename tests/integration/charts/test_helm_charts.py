@@ -28,6 +28,7 @@ CRDS = {
 
 ALL_ON: dict[str, Any] = {
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+    "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
     "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
     "dashboards": {"enabled": True, "namespace": "monitoring", "labels": {"grafana_dashboard": "0", "team": "x"},
                    "annotations": {"grafana_folder": "tatara"}},
@@ -87,7 +88,7 @@ def test_lint_and_template(helm: Path, chart: str, all_on: bool, tmp_path: Path)
     lint = _run(helm, "lint", "--strict", str(ROOT / "charts" / chart), *extra)
     assert "0 chart(s) failed" in lint.stdout
     objects = _render(helm, chart, *extra)
-    optional = {"ServiceMonitor", "PodDisruptionBudget", "ConfigMap"}
+    optional = {"ServiceMonitor", "PodDisruptionBudget", "ConfigMap", "PrometheusRule"}
     assert set(objects) == (BASE_KINDS | optional if all_on else BASE_KINDS)
     role = objects["Role"]
     assert role["metadata"]["namespace"] == ("kube-system" if all_on else "tatara-system")

@@ -14,7 +14,7 @@ from pool_reconciler.metrics import PoolMetrics
 from reconciler.metrics import ProcessMetrics
 from shared.kube.metrics import RuntimeMetrics, render
 from tests.support import dashboards as dash
-from tools import dashboards
+from tools import alerts, dashboards
 
 FILES = dash.dashboard_files()
 
@@ -107,3 +107,20 @@ def test_every_query_is_scoped_to_its_binary_and_the_board_is_read_only(path: Pa
     assert unscoped == []
     per_replica = [where for where, expr in panels if 'instance=~"$instance"' not in expr]
     assert per_replica == [w for w in per_replica if "Leaders" in w]
+
+
+def test_alert_rules_are_current() -> None:
+    assert alerts.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("chart", list(alerts.CHARTS))
+def test_alert_expressions_parse_and_name_registered_metrics(chart: str) -> None:
+    types = _registry_types()
+    types["up"] = "gauge"
+    found = [(r["alert"], r["expr"].replace(alerts.SELECTOR, 'job="j", namespace="n"'))
+             for g in alerts.rules(chart)["groups"] for r in g["rules"]]
+    assert len(found) >= 5
+    unknown = {name: sorted(n for n in dash.metric_names(expr) if not dash.exported(n, types)) for name, expr in found}
+    assert {k: v for k, v in unknown.items() if v} == {}
+    for _, expr in found:
+        assert 'job="j", namespace="n"' in expr
