@@ -25,6 +25,7 @@ from shared.domain.manifests.batch import ObservedJob
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.events import EventRecorder
+from shared.kube.leader import default_identity
 from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
 
@@ -47,6 +48,7 @@ def build(client: KubeClient, config: PoolReconcilerConfig, *, identity: str | N
         handle_signals: stop on SIGTERM/SIGINT (the binary) or not (tests).
         clock: now (UTC), injectable for tests.
     """
+    identity = identity or default_identity()  # one per replica: the Lease holder and the Events' reportingInstance
     manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
                                  identity=identity, handle_signals=handle_signals)
     ns = config.watch_namespace or None
@@ -56,7 +58,7 @@ def build(client: KubeClient, config: PoolReconcilerConfig, *, identity: str | N
     jobs = manager.informer(JOBS, ObservedJob, namespace=ns)
 
     metrics = PoolMetrics(registry, pools.objects, processes.objects, allocations.objects)
-    recorder = EventRecorder(client, REPORTING_CONTROLLER, identity or "tatara-pool-reconciler")
+    recorder = EventRecorder(client, REPORTING_CONTROLLER, identity)
     executor = Executor(client, recorder, metrics)
     pool_reconciler = PoolReconciler(pools, processes, jobs, executor, heartbeat_seconds=config.heartbeat_seconds,
                                      reset_image=config.reset_image, workers=config.workers, clock=clock)

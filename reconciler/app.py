@@ -32,6 +32,7 @@ from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.events import EventRecorder
+from shared.kube.leader import default_identity
 from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
 
@@ -81,12 +82,13 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
         clock: now (UTC), injectable for tests.
     """
     namespace = config.watch_namespace or None
+    identity = identity or default_identity()  # one per replica: the Lease holder and the Events' reportingInstance
     manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
                                  identity=identity, handle_signals=handle_signals)
     processes = manager.informer(PROCESSES, Process, namespace=namespace, decoder=wire_decoder(Process).decode)
 
     metrics = ProcessMetrics(registry, lambda: (p.phase for p in processes.objects()))
-    recorder = EventRecorder(client, REPORTING_CONTROLLER, identity or "tatara-reconciler")
+    recorder = EventRecorder(client, REPORTING_CONTROLLER, identity)
     mapper = RESTMapper(client)
     executor = Executor(client, mapper, recorder, metrics)
     routing = RoutingConfig(config.fleet_cluster, config.fleet_location, config.fleet_domain, config.dns_lb_target)

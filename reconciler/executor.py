@@ -15,8 +15,9 @@ skipping it):
 
 What comes before is the controller's (:mod:`reconciler.controller`): the finalizer is added before
 step 1 and removed after step 8 (:func:`shared.kube.finalizer.finalize`), and a PID is allocated
-before the decision reaches the executor. Every write goes through :mod:`shared.kube.patch`, which
-skips writes that change nothing (docs/runtime.md#writes).
+before the decision reaches the executor. Annotation and status writes go through
+:mod:`shared.kube.patch`, which skips those that change nothing; applies, deletes and the combined
+annotations + ``spec.suspended`` patch are always sent (docs/runtime.md#writes).
 """
 
 from __future__ import annotations

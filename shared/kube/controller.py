@@ -1,6 +1,6 @@
 """A controller: informers feed a work queue of object keys; workers call the reconciler.
 
-Level-triggered, as controller-runtime (STYLE.md): the reconciler receives only a
+Level-triggered, as controller-runtime's: the reconciler receives only a
 :class:`Request` (namespace/name), reads the world from the informer caches and
 converges it, returning :class:`Result` (done, or requeue after N seconds) or raising
 (→ per-key exponential backoff; :class:`TerminalError` → not retried).

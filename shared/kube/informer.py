@@ -77,8 +77,8 @@ class _Bookmark(msgspec.Struct):
 
 
 WATCH_BACKOFF = Backoff(initial=0.8, factor=2.0, cap=30.0, jitter=1.0)
-"""Wait after the n-th consecutive watch failure: client-go's reflector backoff (0.8 s, ×2, cap 30 s,
-full jitter)."""
+"""Wait after the n-th consecutive watch failure: client-go's reflector backoff (0.8 s, ×2, cap 30 s),
+stretched by a random 1–2× (jitter 1.0)."""
 
 BACKOFF_RESET_AFTER = 120.0
 """Seconds of a healthy watch after which the failure count starts again from zero (client-go reflector)."""
@@ -113,8 +113,8 @@ class Informer(Generic[T]):
         min_watch_timeout: seconds; see :data:`MIN_WATCH_TIMEOUT`.
         backoff: error backoff policy.
         decoder: decodes one object's JSON instead of ``msgspec.json.Decoder(decode_type).decode``
-            (e.g. with a domain's own number semantics); raises ``msgspec.ValidationError`` for an
-            object that does not fit.
+            (e.g. with a domain's own number semantics); raises a ``ValueError`` (msgspec's decode
+            errors are ones) or ``RecursionError`` for an object it refuses, which is then skipped.
     """
 
     def __init__(

@@ -60,6 +60,7 @@ class Manager:
         self.shutdown_grace = shutdown_grace
         self.handle_signals = handle_signals
         self._informers: dict[tuple[Resource, str | None, str | None], Informer[Any]] = {}
+        self._informer_options: dict[tuple[Resource, str | None, str | None], tuple[type[Any], dict[str, Any]]] = {}
         self._controllers: list[Controller[Any]] = []
         self._runnables: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._before_start: list[Callable[[], Awaitable[None]]] = []
@@ -91,11 +92,21 @@ class Manager:
 
     def informer(self, resource: Resource, decode_type: type[Any], *, namespace: str | None = None,
                  label_selector: str | None = None, **options: Any) -> Informer[Any]:
-        """The shared informer for (resource, namespace, selector), created on first request."""
+        """The shared informer for (resource, namespace, selector), created on first request.
+
+        Raises:
+            ValueError: an informer for that key exists with another decode type or other options
+                (two callers would silently share a cache decoded one way).
+        """
         key = (resource, namespace, label_selector)
+        made = (decode_type, options)
         if key not in self._informers:
             self._informers[key] = Informer(self.client, resource, decode_type, namespace=namespace,
                                             label_selector=label_selector, **options)
+            self._informer_options[key] = made
+        elif self._informer_options[key] != made:
+            raise ValueError(f"an informer of {resource.plural} in {namespace or 'all namespaces'} "
+                             "exists with another decode type or options")
         return self._informers[key]
 
     def add(self, controller: Controller[Any]) -> None:

@@ -8,9 +8,10 @@ The write rules (docs/runtime.md, "Writes"):
   ``metadata.resourceVersion`` the decision was made on (a 409 then means "decide again");
 - children: server-side apply with a field manager.
 
-Finalizers have their own module (:mod:`shared.kube.finalizer`). Every helper decides first,
-with a pure function of the cached object, whether the write would change anything, and sends
-no request when it would not. The pure parts (:func:`annotation_changes`, :func:`annotations_patch`,
+Finalizers have their own module (:mod:`shared.kube.finalizer`). The annotation and status helpers
+decide first, with a pure function of the cached object, whether the write would change anything,
+and send no request when it would not; :func:`apply` (the API server makes an unchanged apply a
+no-op) and :func:`get_or_create` always send. The pure parts (:func:`annotation_changes`, :func:`annotations_patch`,
 :func:`merge_patch_changes`, :func:`status_changes`, :func:`apply_target`) are importable and
 tested alone.
 

@@ -1,5 +1,6 @@
-"""The three rooms hold (docs/architecture.md): the runtime imports nothing of the domain, the binaries
-import nothing of the local tooling, and the image ships neither the tooling nor its dependencies.
+"""The rooms hold (docs/architecture.md): the runtime imports nothing of the domain, the domain nothing of
+the reconcilers, the binaries nothing of the local tooling, and the image ships neither the tooling nor
+its dependencies.
 
 Imports are checked in fresh interpreters (``sys.modules`` after the import), so nothing a test run
 imported earlier can hide a dependency.
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import shared.domain
 import shared.kube
 from tests.unit.test_containerfile import CONTAINERFILE, parse
 
@@ -40,6 +42,17 @@ def test_the_runtime_imports_nothing_of_the_domain_or_the_binaries() -> None:
     ours = [m for m in modules if m.split(".")[0] in OURS]
     assert set(RUNTIME_MODULES) <= set(ours), "every runtime module was imported"
     assert [m for m in ours if m != "shared" and not m.startswith("shared.kube")] == []
+
+
+DOMAIN_MODULES = sorted(
+    f"shared.domain.{m.name}" for m in pkgutil.walk_packages(shared.domain.__path__, "") if not m.ispkg
+)
+
+
+def test_the_domain_imports_neither_the_reconcilers_nor_the_tooling() -> None:
+    modules = loaded_after("\n".join(f"import {m}" for m in DOMAIN_MODULES))
+    assert set(DOMAIN_MODULES) <= set(modules), "every domain module was imported"
+    assert [m for m in modules if m.split(".")[0] in ("reconciler", "pool_reconciler", "tools", "tests")] == []
 
 
 def test_the_package_above_the_runtime_is_empty_of_imports() -> None:
