@@ -264,8 +264,7 @@ def _promql(params: _PromParams, observed: Observed) -> Verdict:
 def _cel(params: _CelParams, process: Process, observed: Observed) -> Verdict:
     """True → Satisfied, False → Unsatisfied, no bool → Unknown (docs/behaviour.md#cel-conditions)."""
     variables = cel.activation(process, observed.children, observed.child_processes, observed.now)
-    key = (process.metadata.uid or "", process.metadata.generation or 0)
-    result = cel.evaluate_expression(params.expression, variables, key=key)
+    result = cel.evaluate_expression(params.expression, variables)
     if result.value is None:
         return Verdict(Outcome.UNKNOWN, result.error)
     if result.value:

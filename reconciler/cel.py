@@ -16,16 +16,14 @@ An expression sees three variables (:func:`activation`):
 
 CEL has no unbounded loops, but comprehensions over lists multiply. Every expression is bounded
 before it runs (:func:`check_bounds`: at most :data:`MAX_SOURCE` characters and
-:data:`MAX_COMPREHENSION_NESTING` nested comprehension macros) and timed when it runs: one that takes
-longer than :data:`TIME_LIMIT_SECONDS` gives Unknown and is not run again for the same Process
-generation. Compiled programs are cached by source text.
+:data:`MAX_COMPREHENSION_NESTING` nested comprehension macros); evaluation itself is a pure function
+of the expression and its variables (no clock, no memory of earlier passes), so a decision stays the
+same for the same snapshot. Compiled programs are cached by source text.
 """
 
 from __future__ import annotations
 
 import functools
-import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,7 +38,6 @@ __all__ = [
     "ERROR_PREFIXES",
     "MAX_COMPREHENSION_NESTING",
     "MAX_SOURCE",
-    "TIME_LIMIT_SECONDS",
     "CelError",
     "CelResult",
     "activation",
@@ -56,13 +53,9 @@ MAX_SOURCE: Final = 1024
 
 MAX_COMPREHENSION_NESTING: Final = 2
 """Deepest nesting of the comprehension macros (``all``, ``exists``, ``exists_one``, ``map``,
-``filter``): two nested loops over lists of a few hundred items stay well under the time limit."""
-
-TIME_LIMIT_SECONDS: Final = 0.25
-"""Longest one evaluation may take before it counts as exceeding its cost."""
+``filter``): two nested loops over lists of a few hundred items take milliseconds."""
 
 _MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
-_SLOW_MEMO: Final = 1024
 
 
 ERROR_PREFIXES: Final = (
@@ -218,47 +211,22 @@ def activation(
     }
 
 
-_slow: OrderedDict[tuple[str, int, str], str] = OrderedDict()
-"""(uid, generation, expression) of evaluations that exceeded the time limit → their message."""
-
-
-def evaluate_expression(
-    source: str,
-    variables: Mapping[str, Any],
-    *,
-    key: tuple[str, int] | None = None,
-    time_limit: float = TIME_LIMIT_SECONDS,
-) -> CelResult:
+def evaluate_expression(source: str, variables: Mapping[str, Any]) -> CelResult:
     """Evaluate ``source`` over ``variables``. Never raises.
 
-    A compile problem, a runtime error (a missing key, a division by zero, a bad conversion), a
-    non-bool result or an evaluation slower than ``time_limit`` gives ``value=None`` and an ``error``.
-    ``key`` (uid, generation) remembers a slow expression so it is not run again for that generation.
+    A compile problem, a runtime error (a missing key, a division by zero, a bad conversion) or a
+    non-bool result gives ``value=None`` and an ``error``.
     """
-    memo = None if key is None else (key[0], key[1], source)
-    if memo is not None and memo in _slow:
-        return CelResult(None, _slow[memo])
     try:
         program = compile_expression(source)
     except CelError as err:
         return CelResult(None, f"CEL expression does not compile: {err}")
-    started = time.perf_counter()
     try:
         value = program.execute(dict(variables))
     except KeyError as err:
         return CelResult(None, f"CEL evaluation error: no such key: {err.args[0] if err.args else err}")
     except Exception as err:
         return CelResult(None, f"CEL evaluation error: {_first_line(str(err)) or type(err).__name__}")
-    elapsed = time.perf_counter() - started
-    if elapsed > time_limit:
-        message = (
-            f"CEL expression exceeded its cost: {elapsed:.2f}s > {time_limit:g}s; not retried until the spec changes"
-        )
-        if memo is not None:
-            _slow[memo] = message
-            while len(_slow) > _SLOW_MEMO:
-                _slow.popitem(last=False)
-        return CelResult(None, message)
     if not isinstance(value, bool):
         return CelResult(None, f"CEL expression returned {_cel_type(value)}, not a bool")
     return CelResult(value)

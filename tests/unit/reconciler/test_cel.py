@@ -75,18 +75,11 @@ def test_compile_problem(source: object, problem: str | None) -> None:
         assert got.startswith(problem)
 
 
-def test_an_evaluation_over_its_time_limit_is_unknown_and_not_run_again_for_the_generation() -> None:
-    key = ("uid-slow", 1)
-    slow = evaluate_expression("true", {}, key=key, time_limit=-1.0)
-    assert slow.value is None
-    assert slow.error.startswith("CEL expression exceeded its cost:")
-    assert evaluate_expression("true", {}, key=key) == slow
-    assert evaluate_expression("true", {}, key=("uid-slow", 2)) == CelResult(True)
-
-
-def test_without_a_key_nothing_is_remembered() -> None:
-    assert evaluate_expression("true", {}, time_limit=-1.0).value is None
-    assert evaluate_expression("true", {}) == CelResult(True)
+def test_an_evaluation_depends_only_on_its_expression_and_variables() -> None:
+    variables = {"x": 2}
+    first = [evaluate_expression("x > 1", variables) for _ in range(3)]
+    assert first == [CelResult(True)] * 3
+    assert evaluate_expression("x > 1", {"x": 0}) == CelResult(False)
 
 
 def _process(pre: list[Any], post: list[Any]) -> Process:
