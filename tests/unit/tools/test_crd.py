@@ -515,3 +515,38 @@ def test_defaults_follow_the_spec(docs: dict[str, dict[str, Any]]) -> None:
     assert pool[".spec.replacementPolicy"]["default"] == "ReplaceImmediate"
     assert pool[".spec.freeTtl"]["default"] == "24h"
     assert pool[".spec.maxAllocationTtl"]["default"] == "4h"
+
+
+# -------------------------------------------------------------------- kubeconform -strict (issue 17)
+
+EXAMPLE_FILES = sorted([*ROOT.glob("examples/*.yaml"), *ROOT.glob("examples/upstream/*.yaml"),
+                        *UPSTREAM.parent.glob("examples/*.yaml")])
+
+
+def _strict_violations(value: Any, schema: Mapping[str, Any], path: str) -> Iterator[str]:
+    """Keys kubeconform ``-strict`` refuses with a schema made from ours by openapi2jsonschema ``--strict``
+    (``additionalProperties: false`` on every object that declares ``properties``)."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if props is not None:
+            for key, sub in value.items():
+                if key not in props:
+                    yield f"{path}.{key}"
+                else:
+                    yield from _strict_violations(sub, props[key], f"{path}.{key}")
+        elif isinstance(schema.get("additionalProperties"), Mapping):
+            for key, sub in value.items():
+                yield from _strict_violations(sub, schema["additionalProperties"], f"{path}.{key}")
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for i, sub in enumerate(value):
+            yield from _strict_violations(sub, schema["items"], f"{path}[{i}]")
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_examples_pass_a_strict_schema_made_from_our_crds(docs: dict[str, dict[str, Any]], path: Path) -> None:
+    objects = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") in docs]
+    assert objects or "tatara.pleme.io" not in path.read_text()
+    for obj in objects:
+        assert list(_strict_violations(obj, _root(docs[obj["kind"]]), "")) == [], obj["metadata"]["name"]
