@@ -6,9 +6,9 @@ schema file differs from what this module generates.
 Objects the chart owns are closed (``additionalProperties: false``), so a typo in a key fails
 ``helm lint``/``template``/``install`` with a message naming it. The Kubernetes-typed passthrough values
 ``resources``, ``securityContext``, ``podSecurityContext``, ``affinity``, ``tolerations`` and
-``topologySpreadConstraints`` are the Kubernetes release's own types (``tools.k8s_types``, closed too,
-under ``definitions``), so ``securityContext.readOnlyRootFilesytem`` or ``resources.limits.memroy`` is
-refused as well; EnvVars and RBAC rules stay open objects.
+``topologySpreadConstraints``, and the items of ``imagePullSecrets``, ``extraEnv`` and ``rbac.extraRules``,
+are the Kubernetes release's own types (``tools.k8s_types``, closed too, under ``definitions``), so
+``securityContext.readOnlyRootFilesytem`` or ``resources.limits.memroy`` is refused as well.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 _STR: dict[str, Any] = {"type": "string"}
 _BOOL: dict[str, Any] = {"type": "boolean"}
 _STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
-_OBJ_LIST: dict[str, Any] = {"type": "array", "items": {"type": "object"}}
 _PORT: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": 65535}
 _SECONDS: dict[str, Any] = {"type": "number", "exclusiveMinimum": 0}
 _DURATION: dict[str, Any] = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
@@ -61,7 +60,7 @@ def common_properties(lease_name: str) -> dict[str, Any]:
             "digest": {"type": "string", "pattern": r"^(sha256:[a-f0-9]{64})?$"},
             "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
         }, ("repository",)),
-        "imagePullSecrets": _OBJ_LIST,
+        "imagePullSecrets": {"type": "array", "items": _k8s("imagePullSecret")},
         "replicaCount": {"type": "integer", "minimum": 0},
         "leaderElection": _closed({
             "enabled": _BOOL,
@@ -75,11 +74,11 @@ def common_properties(lease_name: str) -> dict[str, Any]:
         "logLevel": {"enum": ["trace", "debug", "info", "warn", "warning", "error"]},
         "healthPort": _PORT,
         "extraArgs": {"type": "array", "items": {"type": "string"}},
-        "extraEnv": _OBJ_LIST,
+        "extraEnv": {"type": "array", "items": _k8s("envVar")},
         "serviceAccount": _closed({
             "create": _BOOL, "name": _STR, "annotations": _STR_MAP, "automountServiceAccountToken": _BOOL,
         }),
-        "rbac": _closed({"create": _BOOL, "extraRules": _OBJ_LIST}),
+        "rbac": _closed({"create": _BOOL, "extraRules": {"type": "array", "items": _k8s("policyRule")}}),
         "resources": _k8s("resources"),
         "podSecurityContext": _k8s("podSecurityContext"),
         "securityContext": _k8s("securityContext"),

@@ -40,6 +40,9 @@ ROOTS: dict[str, str] = {
     "affinity": CORE + "Affinity",
     "toleration": CORE + "Toleration",
     "topologySpreadConstraint": CORE + "TopologySpreadConstraint",
+    "imagePullSecret": CORE + "LocalObjectReference",
+    "envVar": CORE + "EnvVar",
+    "policyRule": "io.k8s.api.rbac.v1.PolicyRule",
 }
 """values key (or list item) → the Kubernetes definition it is."""
 

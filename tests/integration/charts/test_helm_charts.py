@@ -175,9 +175,13 @@ def test_rbac_is_least_privilege(helm: Path, chart: str) -> None:
     ("affinity.nodeAfinity.x=1", "additional properties 'nodeAfinity' not allowed"),
     ("tolerations[0].opertor=Exists", "additional properties 'opertor' not allowed"),
     ("topologySpreadConstraints[0].maxSkw=1", "additional properties 'maxSkw' not allowed"),
+    ("extraEnv[0].nmae=X", "additional properties 'nmae' not allowed"),
+    ("rbac.extraRules[0].verb=get", "additional properties 'verb' not allowed"),
+    ("imagePullSecrets[0].nme=registry", "additional properties 'nme' not allowed"),
 ], ids=["wrong-type", "unknown-top-level-key", "nested-typo", "security-context-typo", "pod-security-context-typo",
         "capabilities-wrong-type", "resource-name-typo", "resources-key-typo", "quantity-wrong-type",
-        "affinity-typo", "toleration-typo", "topology-spread-constraint-typo"])
+        "affinity-typo", "toleration-typo", "topology-spread-constraint-typo", "env-var-typo", "policy-rule-typo",
+        "image-pull-secret-typo"])
 def test_schema_rejects(helm: Path, chart: str, command: str, setting: str, message: str) -> None:
     args: Sequence[str] = ("lint", str(ROOT / "charts" / chart)) if command == "lint" else (
         "template", "rel", str(ROOT / "charts" / chart))
