@@ -28,6 +28,9 @@ import anyio
 import anyio.abc
 import msgspec
 import yaml
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
 from shared.domain.group import GROUP
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
@@ -170,10 +173,13 @@ def render(examples: list[Example], elapsed: float) -> str:
 
 
 class Screen:
-    """Redraws the table in place on a terminal; elsewhere prints it only when it changed."""
+    """The examples' progress table: redrawn in place on a terminal (rich's live display, which also
+    keeps lines printed meanwhile above the table), printed only when it changed elsewhere (CI logs,
+    pipes). :meth:`close` leaves the last table on screen."""
 
     def __init__(self, out: IO[str]) -> None:
-        self.out, self.tty, self.lines, self.last = out, out.isatty(), 0, ""
+        self.out, self.tty, self.last = out, out.isatty(), ""
+        self._live: Live | None = None
 
     def show(self, text: str) -> None:
         body = text.rsplit("\n", 1)[0]
@@ -182,11 +188,17 @@ class Screen:
                 print(text, file=self.out, flush=True)
                 self.last = body
             return
-        if self.lines:
-            self.out.write(f"\x1b[{self.lines}F\x1b[J")
-        self.out.write(text + "\n")
-        self.out.flush()
-        self.lines = text.count("\n") + 1
+        if self._live is None:
+            self._live = Live(Text(text), console=Console(file=self.out), auto_refresh=False,
+                              vertical_overflow="visible")
+            self._live.start(refresh=True)
+        else:
+            self._live.update(Text(text), refresh=True)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
 
 # ── the reconcilers ────────────────────────────────────────────────────────────
@@ -330,6 +342,8 @@ async def watch_until_settled(client: KubeClient, examples: list[Example], daemo
     except TimeoutError:
         print(f"tatara: examples not settled after {within:.0f} s", file=sys.stderr)
         return False
+    finally:
+        screen.close()
     return True
 
 
