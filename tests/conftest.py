@@ -1,7 +1,9 @@
-"""Session-wide fixtures: one real local control plane (etcd + kube-apiserver + kube-controller-manager), helm."""
+"""Session-wide fixtures: one real local control plane (etcd + kube-apiserver + kube-controller-manager), helm,
+kubeconform."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ from kubernetes_asyncio import client
 from tests.support.kube import api_client
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.helm import Helm
+from tools.controlplane.kubeconform import Kubeconform
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +37,16 @@ def helm() -> Path:
     """The pinned helm binary, built from its Go module on first use (tools/controlplane/helm.py;
     ``make control-plane`` builds it ahead of time, a cold build takes about 100 s)."""
     return Helm.default().ensure_built()
+
+
+@pytest.fixture(scope="session")
+def kubeconform() -> Path:
+    """The pinned kubeconform binary, built from its Go module on first use (tools/controlplane/kubeconform.py;
+    ``make control-plane`` builds it ahead of time); skipped only when there is no ``go`` to build it with."""
+    built = Kubeconform.default()
+    if not built.is_built() and shutil.which("go") is None:
+        pytest.skip("kubeconform is not built and `go` is not on PATH to build it")
+    return built.ensure_built()
 
 
 @pytest.fixture
