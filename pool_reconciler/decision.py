@@ -111,10 +111,16 @@ DeleteReason = Literal["Drain", "ScaleDown", "Replace", "ReplaceFailed", "Return
 
 @dataclass(frozen=True)
 class MemberDelete:
-    """DELETE one member Process."""
+    """DELETE one member Process.
+
+    ``resource_version``: when set, the DELETE carries it as a precondition, so a member changed since
+    it was observed (claimed by an allocation in between, say) is not deleted: the API server answers
+    409 and the pool decides again (docs/behaviour.md#scale-down).
+    """
 
     name: str
     reason: DeleteReason
+    resource_version: str | None = None
 
 
 @dataclass(frozen=True)

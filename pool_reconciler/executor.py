@@ -10,7 +10,9 @@ One order for both kinds (a decision leaves out the steps it has nothing for):
 2. **member creates** (409 AlreadyExists: an earlier pass created it);
 3. **member patches** (a guarded one that loses makes the pass come back in
    :data:`RETRY_AFTER_CONFLICT` seconds, after the rest is written);
-4. **member deletes** (404 tolerated);
+4. **member deletes** (404 tolerated); one guarded by the member's resourceVersion that loses (409:
+   the member changed since observed, e.g. an allocation claimed it) is not deleted, and the pass
+   comes back in :data:`RETRY_AFTER_CONFLICT` seconds;
 5. **reset Jobs**, server-side applied as :data:`FIELD_MANAGER`;
 6. **the ``/status`` merge patch**, skipped when it changes nothing; guarded by the resourceVersion the
    decision was made on when the controller read the object live (a 409 means "decide again");
@@ -101,8 +103,13 @@ class Executor:
             else:
                 self._count_return(ns, patch, stored)
         for delete in decision.delete:
-            with contextlib.suppress(NotFound):
-                await self.client.delete(PROCESSES, delete.name, ns)
+            try:
+                await self.client.delete(PROCESSES, delete.name, ns, resource_version=delete.resource_version)
+            except NotFound:
+                pass
+            except Conflict:  # the member changed since observed (claimed, say): decide again
+                log.info("member %s/%s changed since observed (%s); not deleted", ns, delete.name, delete.reason)
+                lost = True
         for job in decision.apply:
             await apply(self.client, JOBS, job, field_manager=FIELD_MANAGER)
         if decision.status is not None:

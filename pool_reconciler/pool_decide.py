@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pool_reconciler.decision import MemberCreate, MemberDelete, PoolDecision, PoolObserved
+from pool_reconciler.decision import DeleteReason, MemberCreate, MemberDelete, PoolDecision, PoolObserved
 from pool_reconciler.members import entered_state_at, free_slots, member_process, member_state, pool_members
 from pool_reconciler.pool_status import pool_status_patch
 from pool_reconciler.returns import ReturnWrites, return_member
@@ -29,8 +29,10 @@ from shared.kube.events import Event
 __all__ = [
     "Sizing",
     "Spawn",
+    "claimed",
     "desired_count_step",
     "drain",
+    "guarded",
     "ledger_state",
     "legacy_step",
     "pool_decide",
@@ -126,9 +128,10 @@ def desired_count_step(obs: PoolObserved, members: Sequence[Process]) -> Sizing:
     """Desired-count sizing: creates counted, SIGTERMs and failed members deleted, a pause reason kept."""
     spec = obs.pool.spec
     actions = desired_count_sizing(spec.desired, spec.replacement_policy, [snapshot(obs, m) for m in members])
+    by_name = {m.metadata.name or "": m for m in members}
     return Sizing(
         spawn=sum(1 for a in actions if a.kind == "CreateMember"),
-        delete=tuple(MemberDelete(a.name, "ScaleDown" if a.kind == "SignalSigterm" else "ReplaceFailed")
+        delete=tuple(guarded(by_name[a.name], "ScaleDown" if a.kind == "SignalSigterm" else "ReplaceFailed")
                      for a in actions if a.kind in ("SignalSigterm", "ReapFailed")),
         pause=next((a.reason for a in actions if a.kind == "Pause"), None),
     )
@@ -136,7 +139,10 @@ def desired_count_step(obs: PoolObserved, members: Sequence[Process]) -> Sizing:
 
 def ledger_state(obs: PoolObserved, member: Process, state: MemberState) -> MemberState:
     """The state legacy sizing counts: a member being returned to Free (Keep/Reset) counts as Spawning —
-    it will be supply again, so no replacement is spawned for it."""
+    it will be supply again, so no replacement is spawned for it; a Free member an allocation has
+    already claimed (:func:`claimed`) counts as Allocated — it is no supply, and never reaped."""
+    if state is MemberState.FREE and claimed(member):
+        return MemberState.ALLOCATED
     if (
         state is MemberState.RETURNING
         and member.metadata.deletion_timestamp is None
@@ -147,9 +153,21 @@ def ledger_state(obs: PoolObserved, member: Process, state: MemberState) -> Memb
     return state
 
 
+def claimed(member: Process) -> bool:
+    """Bound, or being bound: an ephemeral lifetime, or an ``allocation`` / ``requestor`` annotation."""
+    annotations = member.metadata.annotations
+    return member.spec.lifetime.is_ephemeral or ann.ALLOCATION in annotations or ann.REQUESTOR in annotations
+
+
+def guarded(member: Process, reason: DeleteReason) -> MemberDelete:
+    """A sizing delete of ``member`` guarded by its observed resourceVersion (a claim in between wins)."""
+    return MemberDelete(member.metadata.name or "", reason, resource_version=member.metadata.resource_version)
+
+
 def legacy_step(obs: PoolObserved, members: Sequence[Process], states: Sequence[MemberState]) -> Sizing:
     """Legacy sizing: Spawn → a count; ReplaceMembers → delete those not already being deleted;
-    ReapExcess → delete the first Free members by name."""
+    ReapExcess → delete the first Free members by name that no allocation has claimed. Every delete is
+    guarded by the member's observed resourceVersion."""
     spec = obs.pool.spec
     entries = [LedgerEntry(m.metadata.name or "", ledger_state(obs, m, s), entered_state_at(m, obs.now))
                for m, s in zip(members, states, strict=True)]
@@ -157,12 +175,13 @@ def legacy_step(obs: PoolObserved, members: Sequence[Process], states: Sequence[
                            max_size=spec.max_size, free_ttl=spec.free_ttl, ledger=entries, now=obs.now)
     if legacy.kind == "Spawn":
         return Sizing(spawn=legacy.count)
+    by_name = {m.metadata.name or "": m for m in members}
     if legacy.kind == "ReplaceMembers":
-        deleting = {m.metadata.name for m in members if m.metadata.deletion_timestamp is not None}
-        return Sizing(delete=tuple(MemberDelete(n, "Replace") for n in legacy.names if n not in deleting))
+        return Sizing(delete=tuple(guarded(by_name[n], "Replace") for n in legacy.names
+                                   if by_name[n].metadata.deletion_timestamp is None))
     if legacy.kind == "ReapExcess":
-        free = [e.name for e in entries if e.state is MemberState.FREE]
-        return Sizing(delete=tuple(MemberDelete(n, "ScaleDown") for n in free[: legacy.count]))
+        free = [by_name[e.name] for e in entries if e.state is MemberState.FREE and not claimed(by_name[e.name])]
+        return Sizing(delete=tuple(guarded(m, "ScaleDown") for m in free[: legacy.count]))
     return Sizing()
 
 

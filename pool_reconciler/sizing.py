@@ -86,6 +86,10 @@ def legacy_sizing(
     spawn the difference; 5. active > ``max_size`` → reap the excess; 6. Free + Spawning <
     ``desired_size`` → spawn the difference; 7. Free > max(``desired_size`` − Spawning, 0) → reap the
     excess; 8. NoOp. Active = every member but the Failed ones.
+
+    Unlike the reference, every spawn is capped by ``max_size − active`` when ``max_size > 0``: a pool
+    never creates what rule 5 would delete on the next pass (docs/divergences.md#pool-max-size-cap).
+    A spawn capped to nothing does not match, and the next rule is tried.
     """
     counts = Counter(e.state for e in ledger)
     free, spawning = counts[MemberState.FREE], counts[MemberState.SPAWNING]
@@ -98,18 +102,23 @@ def legacy_sizing(
     )
     failed = tuple(e.name for e in ledger if e.state is MemberState.FAILED)
     budget = max(desired_size - spawning, 0)
+    room = max(max_size - active, 0) if max_size > 0 else None
+
+    def capped(count: int) -> int:
+        return count if room is None else min(count, room)
+
     if deleting:
         return LegacyDecision("Drain")
     if failed:
         return LegacyDecision("ReplaceMembers", names=failed)
     if stale:
         return LegacyDecision("ReplaceMembers", names=stale)
-    if min_size > 0 and active < min_size:
-        return LegacyDecision("Spawn", count=min_size - active)
+    if min_size > 0 and active < min_size and capped(min_size - active) > 0:
+        return LegacyDecision("Spawn", count=capped(min_size - active))
     if max_size > 0 and active > max_size:
         return LegacyDecision("ReapExcess", count=active - max_size)
-    if free + spawning < desired_size:
-        return LegacyDecision("Spawn", count=desired_size - (free + spawning))
+    if free + spawning < desired_size and capped(desired_size - (free + spawning)) > 0:
+        return LegacyDecision("Spawn", count=capped(desired_size - (free + spawning)))
     if free > budget:
         return LegacyDecision("ReapExcess", count=free - budget)
     return LegacyDecision("NoOp")

@@ -383,3 +383,48 @@ async def test_each_allocation_of_a_burst_is_written_bound_exactly_once(kc: Kube
         assert {n: events[n] for n in names} == dict.fromkeys(names, 1)
         assert registry.get_sample_value("tatara_pool_binds_total", {"outcome": "bound"}) == 6
         assert registry.get_sample_value("tatara_allocation_bind_seconds_count") == 6
+
+
+# ── a pool at its cap (issue 13) ─────────────────────────────────────────────
+
+
+def capped_pool(name: str, desired_size: int, max_size: int) -> dict[str, Any]:
+    """A legacy-sized pool (``desired`` 0) with ``desiredSize`` and ``maxSize``."""
+    doc = pool_doc(name, 0)
+    doc["spec"].update(desiredSize=desired_size, maxSize=max_size)
+    return doc
+
+
+async def reasons(kc: KubeClient, ns: str, reason: str) -> int:
+    items = msgspec.json.decode(await kc.list(EVENTS, ns))["items"]
+    return sum(int(e.get("count") or (e.get("series") or {}).get("count") or 1) for e in items
+               if e.get("reason") == reason)
+
+
+@pytest.mark.parametrize(
+    ("desired_size", "max_size", "bound", "queued"), [(3, 3, 3, 0), (1, 2, 2, 1)], ids=["3/3", "1/2"]
+)
+async def test_a_pool_at_its_cap_with_its_allocations_settles(
+    kc: KubeClient, namespace: str, desired_size: int, max_size: int, bound: int, queued: int
+) -> None:
+    async with both_running(kc, namespace) as running:
+        await kc.create(EPHEMERAL_POOLS, capped_pool("cap", desired_size, max_size), namespace)
+        await wait_free(kc, namespace, "cap", desired_size)
+        names = [f"c{i}" for i in range(1, 4)]
+        for name in names:
+            await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc(name, "cap", namespace), namespace)
+
+        async def settled_phases() -> dict[str, str | None] | None:
+            seen = await phases(kc, namespace, names)
+            return seen if sorted(str(p) for p in seen.values()) == sorted(
+                ["Bound"] * bound + ["Queued"] * queued) else None
+
+        await wait_for(settled_phases, timeout=TIMEOUT, what=f"{bound} Bound, {queued} Queued")
+        await settle(running)
+        present = {m["metadata"]["name"] for m in await members(kc, namespace, "cap")}
+        assert len(present) == max_size
+        for name in names:
+            alloc = await read(kc, EPHEMERAL_ALLOCATIONS, name, namespace)
+            if alloc["status"]["phase"] == "Bound":
+                assert alloc["status"]["assignedProcess"]["name"] in present
+        assert await reasons(kc, namespace, "MembersDeleted") == 0

@@ -59,8 +59,10 @@ class FakeClient:
         doc = msgspec.json.decode(body) if isinstance(body, bytes) else body
         return self._answer("create", f"{resource.plural}/{doc['metadata']['name']}", doc, "")
 
-    async def delete(self, resource: Resource, name: str, namespace: str | None = None, **_: Any) -> bytes:
-        return self._answer("delete", f"{resource.plural}/{name}", None, "")
+    async def delete(self, resource: Resource, name: str, namespace: str | None = None, **options: Any) -> bytes:
+        """Recorded with its preconditions (``uid`` / ``resource_version`` given) as the body."""
+        preconditions = {k: v for k, v in options.items() if k in ("uid", "resource_version") and v}
+        return self._answer("delete", f"{resource.plural}/{name}", preconditions or None, "")
 
     async def apply(self, resource: Resource, name: str, obj: Any, namespace: str | None = None, **_: Any) -> bytes:
         return self._answer("apply", f"{resource.plural}/{name}", obj, "")

@@ -159,3 +159,14 @@ async def test_a_repeated_return_patch_is_counted_once(patch: MemberPatch, strip
         client.annotations = {}  # the Process reconciler took the one-shot signal
     assert (await run.execute_pool(pool(), decision)).requeue_after is None
     assert registry.get_sample_value("tatara_pool_releases_total", {"outcome": outcome}) == 1
+
+
+async def test_a_guarded_member_delete_carries_its_precondition_and_a_lost_one_comes_back_soon() -> None:
+    client = FakeClient(fail={("delete", "processes/a"): conflict()})
+    run, _ = executor(client.as_client())
+    decision = PoolDecision(delete=(MemberDelete("a", "ScaleDown", "11"), MemberDelete("b", "Drain")),
+                            requeue_after=30.0)
+    result = await run.execute_pool(pool(), decision)
+    assert [(c.verb, c.path, c.body) for c in client.calls] == [
+        ("delete", "processes/a", {"resource_version": "11"}), ("delete", "processes/b", None)]
+    assert result.requeue_after == RETRY_AFTER_CONFLICT

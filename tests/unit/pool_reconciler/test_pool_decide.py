@@ -132,14 +132,14 @@ def test_an_invalid_template_creates_nothing_and_says_why() -> None:
 def test_a_member_that_sizing_deletes_gets_no_return_patch_in_the_same_pass() -> None:
     failed = process("a", "Failed", ephemeral=True, annotations={ann.ALLOCATION: "x", ann.RETURN_TRIGGER: "true"})
     d = pool_decide(observe_pool(pool(1, return_policy="Keep"), failed))
-    assert d.delete == (MemberDelete("a", "Replace"),)
+    assert d.delete == (MemberDelete("a", "Replace", "7"),)
     assert d.patch == ()  # the Keep patch of a member about to be deleted is dropped
 
 
 def test_a_member_both_returned_and_replaced_is_deleted_once() -> None:
     failed = process("a", "Failed", ephemeral=True, annotations={ann.ALLOCATION: "x", ann.RETURN_TRIGGER: "true"})
     d = pool_decide(observe_pool(pool(1, return_policy="Replace"), failed))
-    assert d.delete == (MemberDelete("a", "Replace"),)
+    assert d.delete == (MemberDelete("a", "Replace", "7"),)
 
 
 # ── the steps ────────────────────────────────────────────────────────────────
@@ -186,9 +186,10 @@ def test_snapshot(m: Process, policy: str, expected: tuple[ProcessPhase, bool, b
 def test_desired_count_step_turns_actions_into_a_count_deletes_and_a_pause() -> None:
     p = pool(0, desired=2)
     members = [process("a", "Failed"), process("b")]
-    assert desired_count_step(observe_pool(p), members) == Sizing(spawn=1, delete=(MemberDelete("a", "ReplaceFailed"),))
+    assert desired_count_step(observe_pool(p), members) == Sizing(
+        spawn=1, delete=(MemberDelete("a", "ReplaceFailed", "7"),))
     too_many = [process("a", created=900), process("b", created=500), process("c", created=100)]
-    assert desired_count_step(observe_pool(p), too_many) == Sizing(delete=(MemberDelete("a", "ScaleDown"),))
+    assert desired_count_step(observe_pool(p), too_many) == Sizing(delete=(MemberDelete("a", "ScaleDown", "7"),))
     paused = desired_count_step(observe_pool(pool(0, desired=2, policy="PausePool")), members)
     assert paused == Sizing(pause="1 member(s) reached Failed/Zombie/Reaped; policy=PausePool")
 
@@ -197,7 +198,7 @@ def test_size_pool_takes_desired_count_sizing_when_desired_is_set() -> None:
     members = [process("a"), process("b")]
     states = [MemberState.FREE, MemberState.FREE]
     assert size_pool(observe_pool(pool(1, desired=3)), members, states) == Sizing(spawn=1)
-    assert size_pool(observe_pool(pool(1)), members, states) == Sizing(delete=(MemberDelete("a", "ScaleDown"),))
+    assert size_pool(observe_pool(pool(1)), members, states) == Sizing(delete=(MemberDelete("a", "ScaleDown", "7"),))
 
 
 LEDGER_STATE_ROWS = [
@@ -222,14 +223,14 @@ def test_legacy_step_replaces_only_members_not_already_being_deleted() -> None:
     members = [process("a", "Failed"), process("b", "Failed", deleting=True), process("c")]
     states = [MemberState.FAILED, MemberState.FAILED, MemberState.FREE]
     assert legacy_step(observe_pool(pool(1), *members), members, states) == Sizing(
-        delete=(MemberDelete("a", "Replace"),))
+        delete=(MemberDelete("a", "Replace", "7"),))
 
 
 def test_legacy_step_reaps_the_first_free_members_by_name() -> None:
     members = [process("a"), process("b"), process("c")]
     states = [MemberState.FREE] * 3
     assert legacy_step(observe_pool(pool(1), *members), members, states) == Sizing(
-        delete=(MemberDelete("a", "ScaleDown"), MemberDelete("b", "ScaleDown")))
+        delete=(MemberDelete("a", "ScaleDown", "7"), MemberDelete("b", "ScaleDown", "7")))
 
 
 def test_legacy_step_counts_a_member_returning_to_free_as_supply() -> None:
@@ -252,3 +253,54 @@ def test_spawn_members() -> None:
     assert spawned.events == (Event.normal("MembersCreated", "creating 2 member(s)"),)
     assert spawned.message is None
     assert spawned.create[0].process.metadata.annotations == {ann.POOL: "test-pool", ann.POOL_SLOT: "0"}
+
+
+# ── a pool at its cap (issue 13) ─────────────────────────────────────────────
+
+
+def _settle(p_desired: int, p_max: int, allocations: int, passes: int = 8) -> tuple[int, int, int]:
+    """Drive legacy passes by hand: each create becomes an Attested Free member before the next pass,
+    and each Free member is then claimed by the next waiting allocation (after the pass, as a claim races
+    a pass). Returns (most members ever present, members deleted, allocations bound)."""
+    members: dict[str, Process] = {}
+    waiting, most, deleted = allocations, 0, 0
+    p = pool(p_desired, max_size=p_max)
+    for _ in range(passes):
+        d = pool_decide(observe_pool(p, *sorted(members.values(), key=lambda m: m.metadata.name or "")))
+        for c in d.create:
+            members[c.name] = process(c.name)
+        for gone in d.delete:
+            deleted += 1
+            members.pop(gone.name, None)
+        most = max(most, len(members))
+        for name in sorted(members):
+            m = members[name]
+            if waiting and not m.spec.lifetime.is_ephemeral:
+                members[name] = process(name, ephemeral=True, annotations={ann.ALLOCATION: f"a{waiting}"})
+                waiting -= 1
+    return most, deleted, allocations - waiting
+
+
+@pytest.mark.parametrize(
+    ("desired_size", "max_size", "allocations", "bound"),
+    [(3, 3, 3, 3), (1, 2, 3, 2), (10, 10, 30, 10)],
+    ids=["3/3 with 3 allocations", "1/2 with 3 allocations", "10/10 with 30 allocations"],
+)
+def test_CORRECTED_a_pool_at_its_cap_never_creates_then_deletes(
+    desired_size: int, max_size: int, allocations: int, bound: int
+) -> None:
+    most, deleted, got = _settle(desired_size, max_size, allocations)
+    assert (most, deleted, got) == (max_size, 0, bound)
+
+
+def test_a_member_claimed_but_still_free_in_the_cache_is_never_reaped() -> None:
+    claimed = process("a", annotations={ann.ALLOCATION: "x"})
+    members = [claimed, process("b"), process("c")]
+    d = pool_decide(observe_pool(pool(1), *members))
+    assert [x.name for x in d.delete] == ["b"]
+
+
+def test_sizing_deletes_are_guarded_by_the_observed_resource_version() -> None:
+    members = [process("a", rv="11"), process("b", rv="12")]
+    d = pool_decide(observe_pool(pool(1), *members))
+    assert d.delete == (MemberDelete("a", "ScaleDown", resource_version="11"),)
