@@ -7,7 +7,8 @@ One reconcile of one Process reads top to bottom here (:meth:`ProcessReconciler.
    :func:`~reconciler.phases.holds_finalizer`, and comes off once a decision is ``released``
    (Reaped); a deleting Process without it is not ours to run down;
 3. the snapshot (:meth:`ProcessReconciler.observe`): owned children of every rendered kind (by
-   controller ownerReference UID), child Processes (by parent PID), dependencies, and the boundary
+   controller ownerReference UID), child Processes (by parent PID), dependencies, the Processes by
+   ``<ns>/<name>`` and by PID (for the dependency checks of docs/behaviour.md#dependencies), and the boundary
    inputs the caches lack (:class:`~reconciler.prefetch.Prefetcher`);
 4. the pure decision (:func:`reconciler.phases.decide`); one that allocates a PID is made on the
    live object (:func:`shared.kube.live.decide_on_live`), since the cache may lag our own last
@@ -31,6 +32,7 @@ import msgspec
 
 from reconciler.children import ChildRef, ChildState, child_state
 from reconciler.decision import Decision, Observed
+from reconciler.dependencies import depends_on_refs
 from reconciler.executor import Executor
 from reconciler.phases import TICK, decide, holds_finalizer, pid_granted, pid_refused
 from reconciler.pid import PidRefused
@@ -100,8 +102,7 @@ def controller_owner_uids(obj: ChildObject) -> list[str]:
 
 
 def dependency_refs(process: Process) -> list[str]:
-    ns = process.metadata.namespace or "default"
-    return [f"{dep.namespace or ns}/{dep.name}" for dep in process.spec.depends_on]
+    return depends_on_refs(process)
 
 
 def own_pid(process: Process) -> list[str]:
@@ -138,6 +139,26 @@ class _CacheView(Mapping[str, Process]):
         return len(self._informer)
 
 
+class _PidView(Mapping[str, Process]):
+    """Read-only ``status.pid → Process`` over the informer's :data:`OWN_PID` index (the first holder
+    when, against the allocator's guarantee, two hold one PID)."""
+
+    def __init__(self, informer: Informer[Process]) -> None:
+        self._informer = informer
+
+    def __getitem__(self, pid: str) -> Process:
+        found = self._informer.by_index(OWN_PID, pid)
+        if not found:
+            raise KeyError(pid)
+        return found[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted({pid for p in self._informer.objects() for pid in own_pid(p)}))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class ProcessReconciler:
     """The Process controller on ``processes``; :meth:`watch_children` adds the owned child kinds.
 
@@ -172,6 +193,9 @@ class ProcessReconciler:
         # A child Process's change (e.g. reaching Reaped) requeues its parent, found by PID.
         processes.add_indexer(OWN_PID, own_pid)
         self.controller.watches(processes, self._parents_of)
+        # A Process's change (e.g. getting its PID) requeues the Processes still waiting for a PID under
+        # it: a ParentNotFound stall ends when the parent appears (docs/behaviour.md#dependencies).
+        self.controller.watches(processes, self._orphans_of)
         # A Process's change requeues the Processes whose dependsOn names it (no 30 s poll).
         processes.add_indexer(DEPENDS_ON, dependency_refs)
         self.controller.watches(processes, self._dependents_of)
@@ -186,6 +210,10 @@ class ProcessReconciler:
     def _dependents_of(self, process: Process) -> list[Request]:
         ref = f"{process.metadata.namespace or 'default'}/{process.metadata.name}"
         return [Request.of(p) for p in self.processes.by_index(DEPENDS_ON, ref)]
+
+    def _orphans_of(self, process: Process) -> list[Request]:
+        return [Request.of(child) for pid in own_pid(process) for child in self.processes.by_index(PARENT_PID, pid)
+                if child.status is None or not child.status.pid]
 
     def _parents_of(self, process: Process) -> list[Request]:
         return [Request.of(parent) for pid in parent_pid(process) for parent in self.processes.by_index(OWN_PID, pid)]
@@ -240,7 +268,8 @@ class ProcessReconciler:
             process=process, now=self.clock(), children=children,
             child_processes=tuple(self.processes.by_index(PARENT_PID, pid)) if pid else (),
             dependencies={ref: self.processes.get(ref) for ref in dependency_refs(process)},
-            processes_by_ref=_CacheView(self.processes), heartbeat_seconds=self.heartbeat_seconds,
+            processes_by_ref=_CacheView(self.processes), processes_by_pid=_PidView(self.processes),
+            heartbeat_seconds=self.heartbeat_seconds,
         )
         if self.prefetch is None:
             return observed

@@ -36,7 +36,10 @@ class Observed:
         child_processes: Processes whose ``spec.identity.parent`` equals this Process's ``status.pid``.
         dependencies: ``spec.dependsOn`` entries resolved to their Process ("<ns>/<name>" → Process or None).
         processes_by_ref: every cached Process by "<ns>/<name>" (a read-only view of the informer cache),
-            for boundary conditions that name other Processes.
+            for boundary conditions that name other Processes and the dependency cycle check
+            (docs/behaviour.md#dependencies).
+        processes_by_pid: every cached Process that holds a PID, by its ``status.pid`` (a read-only view
+            of the informer's PID index), for the parent check (docs/behaviour.md#dependencies).
         prometheus: PromQL query → scalar result already fetched (None: the query failed).
         heartbeat_seconds: the Attested heartbeat / poll interval (HEARTBEAT, docs/behaviour.md#timing).
     """
@@ -47,6 +50,7 @@ class Observed:
     child_processes: tuple[Process, ...] = ()
     dependencies: Mapping[str, Process | None] = field(default_factory=dict)
     processes_by_ref: Mapping[str, Process] = field(default_factory=dict)
+    processes_by_pid: Mapping[str, Process] = field(default_factory=dict)
     prometheus: Mapping[str, float | None] = field(default_factory=dict)
     heartbeat_seconds: float = 30.0
 

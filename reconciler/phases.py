@@ -23,6 +23,7 @@ from reconciler.attestation import attest_process
 from reconciler.children import ChildRef, is_flux_resource
 from reconciler.conditions import conditions_for
 from reconciler.decision import ChildSignal, Decision, Observed, SignalCount
+from reconciler.dependencies import dependency_problem, parent_problem
 from reconciler.pid import PidRefused
 from reconciler.render import (
     IntentNotSupported,
@@ -257,8 +258,13 @@ def unmet_dependencies(observed: Observed) -> list[str]:
 
 
 def decide_forking(observed: Observed, deps: Deps) -> Decision:
-    """Dependency gate and PID: wait on unmet ``dependsOn``, else → Execing with the boundary deadline
-    set, asking for a PID when there is none (:func:`pid_granted` / :func:`pid_refused` complete it)."""
+    """Dependency gate and PID: a self-dependency or a ``dependsOn`` cycle → ``Stalled``; wait on unmet
+    ``dependsOn``; a parent PID no Process holds → ``Stalled``; else → Execing with the boundary
+    deadline set, asking for a PID when there is none (:func:`pid_granted` / :func:`pid_refused`
+    complete it). A stall is written once and left when the cause is gone (docs/behaviour.md#dependencies)."""
+    problem = dependency_problem(observed.process, observed.dependencies, observed.processes_by_ref)
+    if problem is not None:
+        return _stalled(observed, problem.message, reason=problem.reason, requeue_after=observed.heartbeat_seconds)
     unmet = unmet_dependencies(observed)
     if unmet:
         message = f"waiting on {len(unmet)} dependency/dependencies: {'; '.join(unmet)}"
@@ -269,6 +275,11 @@ def decide_forking(observed: Observed, deps: Deps) -> Decision:
             requeue_after=observed.heartbeat_seconds,
         )
     status = observed.process.status
+    needs_pid = status is None or status.pid is None
+    if needs_pid:
+        orphan = parent_problem(observed.process, observed.processes_by_pid)
+        if orphan is not None:
+            return _stalled(observed, orphan.message, reason=orphan.reason, requeue_after=observed.heartbeat_seconds)
     decision = phase_write(
         observed,
         _P.EXECING,
@@ -277,7 +288,7 @@ def decide_forking(observed: Observed, deps: Deps) -> Decision:
         requeue_after=TICK,
         extra=_deadline_patch(observed),
     )
-    return dataclasses.replace(decision, allocate_pid=status is None or status.pid is None)
+    return dataclasses.replace(decision, allocate_pid=needs_pid)
 
 
 def pid_granted(decision: Decision, process: Process, pid: str) -> Decision:
@@ -288,22 +299,26 @@ def pid_granted(decision: Decision, process: Process, pid: str) -> Decision:
 
 def pid_refused(observed: Observed, decision: Decision, refused: PidRefused) -> Decision:
     """Instead of ``decision``: stay in Forking with the refusal as ``message`` and a Warning Event
-    ``PidRefused``, and try again when ``decision`` would have come back (docs/behaviour.md#forking)."""
+    ``PidRefused`` (the conditions say so too, so a stall the Process just left is not kept), and try
+    again when ``decision`` would have come back (docs/behaviour.md#forking)."""
     requeue = decision.requeue_after if decision.requeue_after is not None else observed.heartbeat_seconds
-    return Decision(status=StatusPatch(message=refused.reason),
+    return Decision(status=_message_write(observed, refused.reason, reason="PidRefused"),
                     events=(Event.warning("PidRefused", refused.reason),), requeue_after=requeue)
 
 
-def _stalled(observed: Observed, message: str, *, reason: str) -> Decision:
+def _stalled(observed: Observed, message: str, *, reason: str, requeue_after: float | None = None) -> Decision:
     """Stay in the phase with ``Stalled=True`` (``reason``, ``message``) and one Warning Event; nothing
-    when the Process is already stalled for that reason (docs/behaviour.md#execing)."""
+    but the requeue when the Process is already stalled for that reason with that message
+    (docs/behaviour.md#execing, docs/behaviour.md#dependencies)."""
     process = observed.process
     conds = process.status.conditions if process.status is not None else []
-    if any(c.type_ == "Stalled" and c.status == "True" and c.reason == reason for c in conds):
-        return Decision()
+    if any(c.type_ == "Stalled" and c.status == "True" and c.reason == reason and c.message == message
+           for c in conds):
+        return Decision(requeue_after=requeue_after)
     return Decision(
         status=_message_write(observed, message, reason=reason, stalled=True),
         events=(Event.warning(reason, message),),
+        requeue_after=requeue_after,
     )
 
 

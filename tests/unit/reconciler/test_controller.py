@@ -143,7 +143,7 @@ async def test_a_refused_pid_executes_the_refusal_instead() -> None:
 
     result = await reconciler(cached, client, executor, allocate=refuse).reconcile(REQUEST)
     ((_, decision, guard),) = executor.done
-    assert as_json(decision.status) == {"message": "PID depth 2 exceeds ProcessTable maxDepth 1 (parent seph.1)"}
+    assert as_json(decision.status)["message"] == "PID depth 2 exceeds ProcessTable maxDepth 1 (parent seph.1)"
     assert [(e.type, e.reason) for e in decision.events] == [("Warning", "PidRefused")]
     assert guard == "5"
     assert result == Result.after(1.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
 
 from reconciler.children import ChildRef, ChildState
@@ -302,7 +303,7 @@ def test_forking_does_not_allocate_a_second_pid() -> None:
 
 def test_a_granted_pid_is_written_with_its_parent_in_the_execing_write() -> None:
     p = make("Forking", spec={"identity": {"parent": "root.1"}})
-    granted = pid_granted(decide(obs(p)), p, "root.1.4")
+    granted = pid_granted(decide(obs(p, processes_by_pid={"root.1": make("Attested", pid="root.1")})), p, "root.1.4")
     goes_to(granted, P.FORKING, P.EXECING, "dependencies satisfied")
     assert (sent(granted)["pid"], sent(granted)["parent"]) == ("root.1.4", "root.1")
     assert not granted.allocate_pid
@@ -319,12 +320,100 @@ def test_a_root_pid_is_written_with_a_null_parent() -> None:
 def test_a_refused_pid_keeps_the_process_in_forking_with_the_reason_and_a_warning() -> None:
     p = make("Forking", spec={"identity": {"parent": "seph.1"}})
     reason = "PID depth 2 exceeds ProcessTable maxDepth 1 (parent seph.1)"
-    refused = pid_refused(obs(p), decide(obs(p)), PidRefused(reason))
+    seen = obs(p, processes_by_pid={"seph.1": make("Attested", pid="seph.1")})
+    refused = pid_refused(seen, decide(seen), PidRefused(reason))
     assert refused.transition is None
-    assert sent(refused) == {"message": reason}
+    assert sent(refused)["message"] == reason
+    assert {c["type"]: (c["status"], c["reason"]) for c in sent(refused)["conditions"]} == {
+        "Ready": ("False", "PidRefused"), "Reconciling": ("True", "PidRefused"), "Stalled": ("False", "PidRefused")}
     assert refused.events == (Event.warning("PidRefused", reason),)
     assert refused.requeue_after == 1.0  # the Forking step's TICK: tried again on the next pass
     assert not refused.allocate_pid
+
+
+def stalled_as(decision: Decision) -> tuple[str, str, str]:
+    """``(Stalled status, reason, message)`` of the decision's status write."""
+    (stalled,) = (c for c in sent(decision)["conditions"] if c["type"] == "Stalled")
+    return stalled["status"], stalled["reason"], stalled["message"]
+
+
+def named(name: str, phase: str | None = "Forking", *, deps: tuple[str, ...] = (), **status: Any) -> Process:
+    """A Process ``ns/<name>`` in ``phase`` whose ``dependsOn`` names ``deps`` (same namespace)."""
+    p = make(phase, spec={"dependsOn": [{"name": d} for d in deps]}, **status)
+    return msgspec.structs.replace(p, metadata=msgspec.structs.replace(p.metadata, name=name))
+
+
+STALL_ROWS = [
+    (named("me", deps=("me",)), {}, ("SelfDependency", "spec.dependsOn[0] names the Process itself: ns/me → ns/me")),
+    (named("me", deps=("b",)), {"ns/b": named("b", deps=("me",))},
+     ("DependencyCycle", "dependency cycle: ns/me → ns/b → ns/me")),
+    (named("me", deps=("x", "b")),
+     {"ns/x": named("x", "Attested"), "ns/b": named("b", None, deps=("c",)), "ns/c": named("c", deps=("me", "b"))},
+     ("DependencyCycle", "dependency cycle: ns/me → ns/b → ns/c → ns/me")),
+]
+
+
+@pytest.mark.parametrize(
+    ("process", "cached", "stall"),
+    STALL_ROWS,
+    ids=[
+        "a process that depends on itself is stalled as a self-dependency",
+        "two processes depending on each other are stalled as a cycle naming the path",
+        "a longer cycle through a pending process is reported from this process round to itself",
+    ],
+)
+def test_forking_stalls_on_a_dependency_that_can_never_be_met(
+    process: Process, cached: dict[str, Process], stall: tuple[str, str]
+) -> None:
+    found = {ref: cached.get(ref) for ref in (f"ns/{d.name}" for d in process.spec.depends_on)}
+    d = decide(obs(process, dependencies=found, processes_by_ref=cached))
+    reason, message = stall
+    assert d.transition is None
+    assert stalled_as(d) == ("True", reason, message)
+    assert sent(d)["message"] == message
+    assert d.events == (Event.warning(reason, message),)
+    assert d.requeue_after == 30.0
+    assert not d.allocate_pid
+
+
+def test_a_stalled_cycle_is_written_once() -> None:
+    b = named("b", deps=("me",))
+    first = decide(obs(named("me", deps=("b",)), dependencies={"ns/b": b}, processes_by_ref={"ns/b": b}))
+    again = named("me", deps=("b",), message=sent(first)["message"], conditions=sent(first)["conditions"])
+    d = decide(obs(again, dependencies={"ns/b": b}, processes_by_ref={"ns/b": b}))
+    assert (d.status, d.events, d.requeue_after) == (None, (), 30.0)
+
+
+def test_a_stall_is_left_when_the_cycle_is_broken() -> None:
+    b = named("b", deps=("me",))
+    first = decide(obs(named("me", deps=("b",)), dependencies={"ns/b": b}, processes_by_ref={"ns/b": b}))
+    stalled = named("me", deps=("b",), message=sent(first)["message"], conditions=sent(first)["conditions"])
+    fixed = named("b")  # b no longer depends on me: me waits on b like any dependency
+    d = decide(obs(stalled, dependencies={"ns/b": fixed}, processes_by_ref={"ns/b": fixed}))
+    waiting = "waiting on 1 dependency/dependencies: ns/b is Forking; need Attested"
+    assert stalled_as(d) == ("False", "DependenciesUnmet", waiting)
+    assert d.events == ()
+
+
+def test_a_parent_pid_no_process_holds_stalls_the_process_before_its_pid_is_allocated() -> None:
+    p = make("Forking", spec={"identity": {"parent": "seph.9"}})
+    d = decide(obs(p, processes_by_pid={"seph.1": make("Attested", pid="seph.1")}))
+    message = "spec.identity.parent seph.9: no Process holds this PID"
+    assert stalled_as(d) == ("True", "ParentNotFound", message)
+    assert d.events == (Event.warning("ParentNotFound", message),)
+    assert not d.allocate_pid
+    assert d.requeue_after == 30.0
+
+
+def test_a_parent_is_looked_for_only_once_the_dependencies_are_met() -> None:
+    p = make("Forking", spec={"identity": {"parent": "seph.9"}, "dependsOn": [{"name": "db"}]})
+    d = decide(obs(p))
+    assert stalled_as(d)[:2] == ("False", "DependenciesUnmet")
+
+
+def test_a_process_that_already_holds_its_pid_is_not_stalled_by_a_parent_gone_since() -> None:
+    p = make("Forking", spec={"identity": {"parent": "seph.9"}}, pid="seph.9.3")
+    goes_to(decide(obs(p)), P.FORKING, P.EXECING, "dependencies satisfied")
 
 
 # ── Execing ──────────────────────────────────────────────────────────────────
