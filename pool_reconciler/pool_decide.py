@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from pool_reconciler.decision import DeleteReason, MemberCreate, MemberDelete, PoolDecision, PoolObserved
 from pool_reconciler.members import entered_state_at, free_slots, member_process, member_state, pool_members
@@ -27,6 +28,8 @@ from shared.domain.api.process import Process
 from shared.kube.events import Event
 
 __all__ = [
+    "CREATE_BATCH",
+    "NEXT_BATCH_AFTER",
     "Sizing",
     "Spawn",
     "claimed",
@@ -44,15 +47,25 @@ __all__ = [
 ]
 
 
+CREATE_BATCH: Final = 16
+"""Most members one pass creates; the pass after (:data:`NEXT_BATCH_AFTER`) creates the next batch, so the
+status is written, and a deletion noticed, between batches (docs/behaviour.md#member-processes)."""
+
+NEXT_BATCH_AFTER: Final = 0.1
+"""Seconds before the next batch of creates when sizing asked for more than :data:`CREATE_BATCH`."""
+
+
 def pool_decide(obs: PoolObserved) -> PoolDecision:
-    """One pass over ``obs.pool``: drain when it is being deleted, else returns, sizing, spawns and status."""
+    """One pass over ``obs.pool``: drain when it is being deleted, else returns, sizing, spawns (at most
+    :data:`CREATE_BATCH`, the rest in the next pass) and status."""
     members = pool_members(obs.pool, obs.members)
     states = tuple(member_state(m) for m in members)
     if obs.pool.metadata.deletion_timestamp is not None:
         return drain(obs, members, states)
     returned = return_members(obs, members)
     sizing = size_pool(obs, members, states)
-    spawn = spawn_members(obs.pool, members, sizing.spawn)
+    spawn = spawn_members(obs.pool, members, min(sizing.spawn, CREATE_BATCH))
+    more = sizing.spawn > len(spawn.create) and bool(spawn.create)
     deletes = tuple({d.name: d for d in returned.delete + sizing.delete}.values())
     gone = {d.name for d in deletes}
     return PoolDecision(
@@ -62,7 +75,7 @@ def pool_decide(obs: PoolObserved) -> PoolDecision:
         apply=returned.apply,
         status=pool_status_patch(obs, members, states, spawn.message or sizing.pause),
         events=returned.events + spawn.events + sizing_events(sizing),
-        requeue_after=obs.heartbeat_seconds,
+        requeue_after=NEXT_BATCH_AFTER if more else obs.heartbeat_seconds,
     )
 
 

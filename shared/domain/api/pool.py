@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Annotated, Final, NamedTuple
+
+from msgspec import Meta
 
 from shared.domain.api.allocation import AllocationRef, Requestor
 from shared.domain.api.closed_set import ClosedSet
@@ -16,6 +18,7 @@ from shared.domain.group import API_VERSION
 from shared.kube.meta import ObjectMeta
 
 __all__ = [
+    "MAX_POOL_SIZE",
     "EphemeralPool",
     "MatchKey",
     "MemberState",
@@ -23,6 +26,7 @@ __all__ = [
     "PoolMember",
     "PoolPhase",
     "PoolSelector",
+    "PoolSize",
     "PoolSpec",
     "PoolStatus",
     "ReplacementPolicy",
@@ -118,14 +122,25 @@ class PoolSelector(WireStruct):
         )
 
 
+MAX_POOL_SIZE: Final = 1000
+"""The largest pool size the CRD admits (``desiredSize``, ``minSize``, ``maxSize``, ``desired``)."""
+
+PoolSize = Annotated[UInt32, Meta(extra_json_schema={"x-kubernetes-validations": [{
+    "rule": f"self <= {MAX_POOL_SIZE}",
+    "message": f"must be at most {MAX_POOL_SIZE}: a pool keeps at most {MAX_POOL_SIZE} members",
+}]})]
+"""A member count, refused at admission above :data:`MAX_POOL_SIZE` (docs/divergences.md#pool-size-cap);
+still decoded up to the Rust ``u32`` range, so an object stored before is read as it was."""
+
+
 class PoolSpec(WireStruct):
     """``spec`` of a pool."""
 
-    desired_size: UInt32
+    desired_size: PoolSize
     """Legacy mode: target Free + Spawning members."""
-    min_size: UInt32 = 0
+    min_size: PoolSize = 0
     """Fewest active members (Free, Allocated, Spawning, Returning); 0 (the default) disables the floor."""
-    max_size: UInt32 = 0
+    max_size: PoolSize = 0
     """Most active members; 0 (the default) means no cap."""
     return_policy: ReturnPolicy = ReturnPolicy.REPLACE
     selector: PoolSelector = PoolSelector()
@@ -134,7 +149,7 @@ class PoolSpec(WireStruct):
     """A Free member older than this duration is recycled. Default ``24h``."""
     max_allocation_ttl: Duration = "4h"
     """Longest an allocation may hold a member, as a duration. Default ``4h``."""
-    desired: UInt32 = 0
+    desired: PoolSize = 0
     """> 0 selects the desired-count (healthy members) loop."""
     replacement_policy: ReplacementPolicy = ReplacementPolicy.REPLACE_IMMEDIATE
     stable_name_claim: bool = False

@@ -26,6 +26,7 @@ from shared.domain.api.codec import convert, format_timestamp
 from shared.domain.api.process import Process
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
 from shared.kube.client import EVENTS, KubeClient, Resource, WatchEvent
+from shared.kube.errors import Invalid
 from shared.kube.manager import Manager
 from tests.integration.pool_reconciler.conftest import both_running
 from tests.integration.pool_reconciler.test_pool_allocation import (
@@ -428,3 +429,46 @@ async def test_a_pool_at_its_cap_with_its_allocations_settles(
             if alloc["status"]["phase"] == "Bound":
                 assert alloc["status"]["assignedProcess"]["name"] in present
         assert await reasons(kc, namespace, "MembersDeleted") == 0
+
+
+# ── bounded batches and the size cap (issue 13) ──────────────────────────────
+
+
+async def test_an_absurd_pool_size_is_refused_at_admission_with_a_clear_message(kc: KubeClient, namespace: str) -> None:
+    for field in ("desiredSize", "minSize", "maxSize", "desired"):
+        doc = capped_pool(f"huge-{field.lower()}", 1, 0)
+        doc["spec"][field] = 10000
+        with pytest.raises(Invalid) as refused:
+            await kc.create(EPHEMERAL_POOLS, doc, namespace)
+        assert f"spec.{field}: Invalid value" in refused.value.message
+        assert "must be at most 1000: a pool keeps at most 1000 members" in refused.value.message
+    doc = capped_pool("largest", 0, 1000)
+    doc["spec"]["desiredSize"] = 0
+    await kc.create(EPHEMERAL_POOLS, doc, namespace)  # the cap itself is admitted
+
+
+async def created_counts(kc: KubeClient, ns: str) -> list[int]:
+    """The counts of the ``MembersCreated`` Events (``creating <n> member(s)``), one per distinct Event."""
+    items = msgspec.json.decode(await kc.list(EVENTS, ns))["items"]
+    return [int(str(e.get("note") or e.get("message")).split()[1]) for e in items if e.get("reason") == "MembersCreated"]
+
+
+async def test_a_large_pool_creates_in_batches_and_stops_when_deleted(kc: KubeClient, namespace: str) -> None:
+    async with both_running(kc, namespace) as running:
+        await kc.create(EPHEMERAL_POOLS, capped_pool("big", 1000, 0), namespace)
+
+        async def first_members() -> list[dict[str, Any]] | None:
+            found = await members(kc, namespace, "big")
+            return found or None
+
+        await wait_for(first_members, timeout=TIMEOUT, what="the first members of big")
+        await kc.delete(EPHEMERAL_POOLS, "big", namespace)
+
+        async def pool_gone() -> bool:
+            return await read_or_none(kc, EPHEMERAL_POOLS, "big", namespace) is None
+
+        await wait_for(pool_gone, timeout=TIMEOUT * 4, what="pool big drained and gone")
+        await settle(running)
+        assert await members(kc, namespace, "big") == []
+        counts = await created_counts(kc, namespace)
+        assert counts and max(counts) <= 16

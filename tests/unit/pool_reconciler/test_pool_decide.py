@@ -304,3 +304,31 @@ def test_sizing_deletes_are_guarded_by_the_observed_resource_version() -> None:
     members = [process("a", rv="11"), process("b", rv="12")]
     d = pool_decide(observe_pool(pool(1), *members))
     assert d.delete == (MemberDelete("a", "ScaleDown", resource_version="11"),)
+
+
+# ── creates in bounded batches (issue 13) ────────────────────────────────────
+
+
+@pytest.mark.parametrize("sized", [{"desired_size": 1000}, {"desired_size": 0, "desired": 1000}],
+                         ids=["legacy", "desired-count"])
+def test_a_huge_pool_creates_one_batch_per_pass_writes_its_status_and_comes_back_soon(sized: dict[str, int]) -> None:
+    d = pool_decide(observe_pool(pool(**sized)))
+    assert len(d.create) == 16
+    assert [c.slot for c in d.create] == list(range(16))
+    assert d.events[0] == Event.normal("MembersCreated", "creating 16 member(s)")
+    assert d.status is not None
+    assert d.requeue_after == 0.1
+
+
+def test_the_last_batch_waits_for_the_heartbeat() -> None:
+    members = [process(f"m{i:02}") for i in range(10)]
+    d = pool_decide(observe_pool(pool(12), *members))
+    assert len(d.create) == 2
+    assert d.requeue_after == 30.0
+
+
+def test_a_huge_pool_deleted_between_batches_creates_nothing_more() -> None:
+    members = [process(f"m{i:02}", phase=None) for i in range(16)]
+    d = pool_decide(observe_pool(pool(1000, deleting=True), *members))
+    assert d.create == ()
+    assert len(d.delete) == 16
