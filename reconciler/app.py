@@ -24,11 +24,12 @@ from reconciler.phases import Deps, decide
 from reconciler.pid import allocate_pid
 from reconciler.prefetch import Prefetcher
 from reconciler.render import RENDERED_KINDS, Manifest, RoutingConfig, render_children
-from reconciler.table import TableStatusWriter
+from reconciler.table import TableKeeper, TableStatusWriter
 from shared.domain.api.codec import wire_decoder
 from shared.domain.api.process import Process
+from shared.domain.api.table import ProcessTable
 from shared.domain.group import key
-from shared.domain.resources import PROCESSES
+from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.events import EventRecorder
@@ -98,14 +99,18 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
 
     prefetch = Prefetcher(client, mapper, config.prometheus_url)
     manager.add_runnable(prefetch.run)
-    reconciler = ProcessReconciler(client, processes, executor, functools.partial(allocate_pid, client),
+    keeper = TableKeeper(client, recorder=recorder)  # one per replica: remembers the sequence numbers it won
+    reconciler = ProcessReconciler(client, processes, executor, functools.partial(allocate_pid, client, keeper=keeper),
                                    heartbeat_seconds=config.heartbeat_seconds,
                                    decide=functools.partial(decide, deps=Deps(render=render)), clock=clock,
                                    prefetch=prefetch)
     manager.add(reconciler.controller)
     manager.before_start(functools.partial(watch_rendered_kinds, mapper, manager, reconciler, namespace))
 
-    table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval)
+    table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval, keeper=keeper)
     processes.add_handler(table.notify)
+    # a table deleted (or its finalizer touched) with no Process event is noticed too
+    tables = manager.informer(PROCESS_TABLES, ProcessTable, decoder=wire_decoder(ProcessTable).decode)
+    tables.add_handler(table.notify)
     manager.add_runnable(table.run)
     return manager

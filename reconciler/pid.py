@@ -1,10 +1,19 @@
 """Race-free PID allocation from the ``ProcessTable`` singleton ``proc`` (docs/behaviour.md#pids).
 
-The bump of ``spec.nextSequence`` carries the table's ``metadata.resourceVersion``: the API server
-answers 409 when anybody bumped in between, and we re-read and retry after a short jittered wait
-(:data:`ALLOCATION_BACKOFF`). Exactly one writer wins each sequence number, so PIDs are unique
-(an unguarded bump, as the reference writes it, lets two Processes forking at once share one:
-docs/divergences.md#pid-allocation).
+The bump of ``spec.nextSequence`` is a JSON patch (RFC 6902) that *tests* the table's ``metadata.uid``
+and the ``nextSequence`` it read before replacing it with ``seq + 1``. The API server applies a patch
+to the object as stored and retries its own write when the object changed underneath, so the test is
+a compare-and-swap on the counter: when anybody bumped in between, the test fails (422) and we re-read
+and retry after a short jittered wait (:data:`ALLOCATION_BACKOFF`). Exactly one writer wins each
+sequence number, so PIDs are unique (an unguarded bump, as the reference writes it, lets two Processes
+forking at once share one: docs/divergences.md#pid-allocation). The guard is the counter itself, not
+the table's ``resourceVersion``: the status writer (:mod:`reconciler.table`) changes the
+resourceVersion every write, and a resourceVersion-guarded bump lost to it every time it ran
+between the read and the bump. A 422 that is not a lost race (the table unchanged on re-read, e.g. a
+hand-made table without ``spec.nextSequence``) falls back to the resourceVersion-guarded merge patch.
+
+The table is read through a :class:`~reconciler.table.TableKeeper`: a missing table is recreated past
+every sequence number held, and the keeper remembers each number won here.
 
 ``maxDepth`` / ``maxChildren`` are enforced before the bump, so a refused Process consumes no
 sequence number. Both are 0 = unlimited (docs/behaviour.md#pid-limits).
@@ -28,15 +37,14 @@ from typing import Final
 import anyio
 import msgspec
 
-from reconciler.table import read_table
-from shared.domain.api.codec import wire_decoder
+from reconciler.table import TableKeeper, listed_process
 from shared.domain.api.process import Process
-from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTableSpec
+from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTableSpec
 from shared.domain.identity import allocate_pid as format_pid
 from shared.domain.identity import derive_identity, pid_segments
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
-from shared.kube.errors import Conflict
+from shared.kube.errors import Conflict, Invalid, NotFound
 from shared.kube.pager import list_all
 from shared.kube.ratelimit import Backoff
 
@@ -44,6 +52,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ALLOCATION_BACKOFF",
+    "JSON_PATCH",
     "MAX_SEQUENCE",
     "PidAllocationError",
     "PidRefused",
@@ -60,6 +69,10 @@ MAX_SEQUENCE: Final = 2**32 - 1
 ALLOCATION_BACKOFF: Final = Backoff(initial=0.0025, factor=1.5, cap=0.125, jitter=1.0, steps=50)
 """Waits between conflicting bumps, at most 50 bumps: ``min(0.125, 0.0025·1.5^i)·(1 + U[0,1))`` seconds,
 i.e. 2.5–5 ms first, at most 250 ms (the jitter spreads contenders apart)."""
+
+
+JSON_PATCH: Final = "application/json-patch+json"
+"""Content type of the compare-and-swap bump."""
 
 
 class PidRefused(Exception):
@@ -140,19 +153,42 @@ def check_limits(spec: ProcessTableSpec, parent: str | None, name: str, children
 # ── the guarded bump ─────────────────────────────────────────────────────────
 
 
-def _listed_process(raw: msgspec.Raw) -> Process | None:
-    """One listed Process as the informers read it, or None when it does not decode (such a Process is
-    skipped by the informers too, so it holds no PID we hand out)."""
-    try:
-        return wire_decoder(Process).decode(raw)
-    except (ValueError, RecursionError):
-        return None
+_listed_process = listed_process
 
 
 async def _count_children(client: KubeClient, parent: str, process: Process) -> int:
     """LIST Processes cluster-wide (every page) and count ``parent``'s children."""
     listing = await list_all(client, PROCESSES, _listed_process)
     return children_of(parent, listing.items, exclude=(process.metadata.namespace, process.metadata.name))
+
+
+class _Moved(Exception):
+    """The table moved on between the read and the bump (another bump, or another table)."""
+
+
+def bump_patch(table: ProcessTable, seq: int) -> list[dict[str, object]]:
+    """The JSON patch that moves ``nextSequence`` from ``seq`` to ``seq + 1`` only on this table (its
+    ``uid``) and only if nobody moved it since it read ``seq``."""
+    ops: list[dict[str, object]] = []
+    if table.metadata.uid:
+        ops.append({"op": "test", "path": "/metadata/uid", "value": table.metadata.uid})
+    return [*ops, {"op": "test", "path": "/spec/nextSequence", "value": seq},
+            {"op": "replace", "path": "/spec/nextSequence", "value": seq + 1}]
+
+
+async def _bump(client: KubeClient, keeper: TableKeeper, table: ProcessTable, seq: int) -> None:
+    """Win ``seq`` on ``table`` or raise :class:`_Moved` / :class:`Conflict` / :class:`NotFound`."""
+    try:
+        await client.request("PATCH", PROCESS_TABLES.path(None, keeper.name),
+                             body=msgspec.json.encode(bump_patch(table, seq)), content_type=JSON_PATCH)
+        return
+    except Invalid:
+        current = await keeper.read()
+        if (current.metadata.uid, current.spec.next_sequence) != (table.metadata.uid, seq):
+            raise _Moved from None
+    # not a lost race: the resourceVersion-guarded merge patch (a table without spec.nextSequence)
+    patch = {"metadata": {"resourceVersion": table.metadata.resource_version}, "spec": {"nextSequence": seq + 1}}
+    await client.merge_patch(PROCESS_TABLES, keeper.name, patch)
 
 
 async def allocate_pid(
@@ -163,13 +199,15 @@ async def allocate_pid(
     children: int | Callable[[str], Awaitable[int]] | None = None,
     backoff: Backoff = ALLOCATION_BACKOFF,
     rng: Callable[[], float] = random.random,
+    keeper: TableKeeper | None = None,
 ) -> str:
     """Allocate the PID of ``process`` from table ``table_name`` and return it.
 
     ``<spec.identity.parent>.<seq>`` for a child, ``<identity name>.<seq>`` for a root
-    (docs/wire-format.md#pid-format). The table is created with defaults when missing. The bump
-    ``nextSequence → seq+1`` is a merge patch carrying the read ``resourceVersion``; a 409 re-reads
-    and retries after ``backoff``'s next wait. Writes nothing to the Process: the caller stores the
+    (docs/wire-format.md#pid-format). The table is recreated past every held PID when missing
+    (``keeper``). The bump ``nextSequence → seq+1`` is the compare-and-swap JSON patch
+    (:func:`bump_patch`); a lost race (or a table gone meanwhile) re-reads and retries after
+    ``backoff``'s next wait. Writes nothing to the Process: the caller stores the
     PID in ``status.pid`` (and ``status.parent``). Returns ``status.pid`` unchanged, with no
     request, when it is already set.
 
@@ -179,6 +217,8 @@ async def allocate_pid(
             table sets ``maxChildren`` and the Process has a parent.
         backoff: waits between conflicting bumps; ``backoff.steps`` bounds the bumps.
         rng: uniform [0, 1) numbers for the jitter.
+        keeper: reads (and recreates) the table and remembers the numbers won; default: one of its
+            own for ``table_name``, without Events.
 
     Raises:
         PidRefused: ``maxDepth`` / ``maxChildren`` forbid it, or the sequence is exhausted.
@@ -190,11 +230,12 @@ async def allocate_pid(
     parent = process.spec.identity.parent or None
     name = identity_name(process)
     counted: int | None = children if isinstance(children, int) else None
+    keeper = keeper or TableKeeper(client, table_name)
     waits = backoff.delays(rng)
     attempts = 0
     while True:
         attempts += 1
-        table = await read_table(client, table_name)
+        table = await keeper.read()
         if parent and table.spec.max_children and counted is None:
             if callable(children):
                 counted = await children(parent)
@@ -203,17 +244,16 @@ async def allocate_pid(
         check_limits(table.spec, parent, name, counted or 0)
         seq = table.spec.next_sequence
         if seq >= MAX_SEQUENCE:
-            raise PidRefused(f"ProcessTable {table_name} nextSequence {seq} is exhausted")
-        patch = {"metadata": {"resourceVersion": table.metadata.resource_version},
-                 "spec": {"nextSequence": seq + 1}}
+            raise PidRefused(f"ProcessTable {keeper.name} nextSequence {seq} is exhausted")
         try:
-            await client.merge_patch(PROCESS_TABLES, table_name, patch)
-        except Conflict:
-            log.debug("ProcessTable %s bump %d conflicted (attempt %d)", table_name, seq, attempts)
+            await _bump(client, keeper, table, seq)
+        except (_Moved, Conflict, NotFound):
+            log.debug("ProcessTable %s bump %d lost (attempt %d)", keeper.name, seq, attempts)
             wait = next(waits, None)
             if wait is None:
                 raise PidAllocationError(
-                    f"ProcessTable {table_name}: nextSequence bump conflicted {attempts} times") from None
+                    f"ProcessTable {keeper.name}: nextSequence bump lost {attempts} times") from None
             await anyio.sleep(wait)
             continue
+        keeper.handed_out(seq)
         return format_pid(name, parent, seq)

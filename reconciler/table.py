@@ -22,7 +22,16 @@ tatara maintains them (docs/behaviour.md#processtable-status, docs/divergences.m
 status write happens per ``interval`` seconds (default 2), and a write whose counts and rows
 equal the last ones stored is skipped (``lastReconciled`` alone never causes a write).
 
-:func:`read_table` is the one get-or-create of the table (PID allocation reads it too).
+:class:`TableKeeper` is the one get-or-create of the table (PID allocation reads through it too) and
+keeps it from handing PIDs out twice (docs/behaviour.md#a-missing-or-deleted-table):
+
+- a missing table is recreated with ``nextSequence`` past every sequence number a Process holds
+  (a cluster-wide LIST: its own PID, its parent's, and every level above them) and past every number
+  this reconciler handed out, with a Warning Event ``ProcessTableRecreated`` when any is held;
+- the table carries our finalizer (:data:`shared.domain.finalizers.TABLE`), put on at creation or by
+  the next status write; a deleted table keeps it (Warning Event ``ProcessTableInUse``) until no
+  Process holds a PID, and then loses it with a resourceVersion-guarded write, so an allocation that
+  bumped meanwhile makes the removal 409 and wait for the next pass.
 """
 
 from __future__ import annotations
@@ -35,16 +44,20 @@ from typing import Final
 import anyio
 import msgspec
 
-from shared.domain.api.codec import decode_table, to_wire
+from shared.domain import finalizers
+from shared.domain.api.codec import decode_table, to_wire, wire_decoder
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessEntry, ProcessTable, ProcessTableSpec, ProcessTableStatus
 from shared.domain.api.wire import MergePatch
-from shared.domain.resources import PROCESS_TABLES
+from shared.domain.identity import pid_segments
+from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
-from shared.kube.errors import ApiError
-from shared.kube.meta import ObjectMeta
-from shared.kube.patch import get_or_create, patch_status
+from shared.kube.errors import ApiError, Conflict, NotFound
+from shared.kube.events import EventRecorder, EventType
+from shared.kube.meta import ObjectMeta, as_json
+from shared.kube.pager import list_all
+from shared.kube.patch import patch_status
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +65,17 @@ __all__ = [
     "DEFAULT_INTERVAL",
     "DEFAULT_MAX_ROWS",
     "DEFAULT_MAX_ROWS_BYTES",
+    "TableKeeper",
     "TableStatusPatch",
     "TableStatusWriter",
     "default_table",
+    "held_sequence",
     "is_ready",
+    "listed_process",
     "pid_sort_key",
     "process_entry",
     "read_table",
+    "sequences_of",
     "table_status",
 ]
 
@@ -96,21 +113,152 @@ def _stored(status: ProcessTableStatus | None) -> tuple[int, int, list[ProcessEn
 # ── the table object ─────────────────────────────────────────────────────────
 
 
-def default_table(name: str = PROCESS_TABLE_NAME) -> ProcessTable:
+def default_table(name: str = PROCESS_TABLE_NAME, *, next_sequence: int = 1) -> ProcessTable:
     """The table the reconciler creates when missing: spec defaults ``nextSequence 1, maxDepth 0,
     maxChildren 0, sigtermTimeoutSeconds 480, zombieTimeoutSeconds 600, orphanReapingEnabled true``,
-    no status (docs/wire-format.md#processtable)."""
-    return ProcessTable(metadata=ObjectMeta(name=name), spec=ProcessTableSpec())
+    no status (docs/wire-format.md#processtable), and our finalizer; ``next_sequence`` when numbers
+    are held already."""
+    return ProcessTable(metadata=ObjectMeta(name=name, finalizers=[finalizers.TABLE]),
+                        spec=ProcessTableSpec(next_sequence=next_sequence))
+
+
+def sequences_of(pid: str | None) -> list[int]:
+    """The sequence numbers ``pid`` is made of: its trailing all-digit segments (``seph.1.7`` → 1, 7;
+    the first segment is the root's name, even when all digits)."""
+    numbers: list[int] = []
+    for segment in reversed(pid_segments(pid or "")[1:]):
+        if not segment.isdigit():
+            break
+        numbers.append(int(segment))
+    return numbers
+
+
+def _held(process: Process) -> list[str]:
+    """The PIDs ``process`` names: its own ``status.pid`` and ``status.parent``, and its
+    ``spec.identity.parent`` (a child still forking names its parent before it holds a PID)."""
+    status = process.status
+    return [pid for pid in ((status.pid if status else None), (status.parent if status else None),
+                            process.spec.identity.parent) if pid]
+
+
+def held_sequence(processes: Iterable[Process]) -> int:
+    """The highest sequence number any of ``processes`` holds or names (0 = none)."""
+    return max((n for p in processes for pid in _held(p) for n in sequences_of(pid)), default=0)
+
+
+def listed_process(raw: msgspec.Raw) -> Process | None:
+    """One listed Process as the informers read it, or None when it does not decode (such a Process is
+    skipped by the informers too, so it holds no PID we hand out)."""
+    try:
+        return wire_decoder(Process).decode(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _holds_pid(process: Process) -> bool:
+    return process.status is not None and bool(process.status.pid)
+
+
+class TableKeeper:
+    """Reads table ``name`` for one reconciler, recreating it past every held PID when it is missing,
+    and keeps our finalizer on it while any Process holds a PID (see the module docstring).
+
+    Args:
+        client: the API client (GET, create and patch on processtables; LIST on processes).
+        name: the table.
+        recorder: writes the Warning Events; None records none (they are logged either way).
+    """
+
+    def __init__(self, client: KubeClient, name: str = PROCESS_TABLE_NAME, *,
+                 recorder: EventRecorder | None = None) -> None:
+        self.client = client
+        self.name = name
+        self.recorder = recorder
+        self.highest = 0
+        """The highest sequence number this reconciler handed out (:meth:`handed_out`)."""
+        self.recreated = 0
+        """Tables created while sequence numbers were held."""
+
+    def handed_out(self, sequence: int) -> None:
+        """Record that ``sequence`` was won by a bump (a recreated table starts past it even before the
+        Process that holds it has stored it)."""
+        self.highest = max(self.highest, sequence)
+
+    async def processes(self) -> list[Process]:
+        """Every Process of the cluster, from a LIST (every page)."""
+        listing = await list_all(self.client, PROCESSES, listed_process)
+        return list(listing.items)
+
+    async def read(self) -> ProcessTable:
+        """The table as stored, recreated when missing (a concurrent creator's copy wins).
+
+        Raises:
+            ApiError: the GET, LIST or create failed.
+        """
+        try:
+            return decode_table(await self.client.get(PROCESS_TABLES, self.name))
+        except NotFound:
+            pass
+        held = held_sequence(await self.processes())
+        next_sequence = max(held, self.highest) + 1
+        try:
+            table = decode_table(await self.client.create(
+                PROCESS_TABLES, as_json(default_table(self.name, next_sequence=next_sequence))))
+        except Conflict:
+            return decode_table(await self.client.get(PROCESS_TABLES, self.name))
+        if next_sequence > 1:
+            self.recreated += 1
+            message = (f"ProcessTable {self.name} was missing: recreated with nextSequence {next_sequence}, "
+                       f"past the highest sequence number held ({next_sequence - 1})")
+            log.warning("%s", message)
+            if self.recorder is not None:
+                await self.recorder.record(PROCESS_TABLES, table, EventType.WARNING, "ProcessTableRecreated", message)
+        return table
+
+    async def guard(self, table: ProcessTable, cached: Iterable[Process] = ()) -> None:
+        """Put our finalizer on a live ``table`` that lacks it; on a deleted one, remove it once no
+        Process holds a PID (``cached`` first, then a LIST to be sure). Both writes carry the table's
+        resourceVersion; a lost race (409) or a vanished table is left to the next call.
+
+        Raises:
+            ApiError: any other failure of the LIST or the patch.
+        """
+        present = list(table.metadata.finalizers)
+        mine = finalizers.TABLE in present
+        if table.metadata.deletion_timestamp is None:
+            if not mine:
+                await self._finalizers(table, [*present, finalizers.TABLE])
+            return
+        if not mine:
+            return
+        holders = sum(1 for p in cached if _holds_pid(p))
+        if not holders:
+            holders = sum(1 for p in await self.processes() if _holds_pid(p))
+        if holders:
+            message = (f"ProcessTable {self.name} is being deleted; it stays until no Process holds a PID "
+                       f"({holders} do), so no PID is handed out twice")
+            log.info("%s", message)
+            if self.recorder is not None:
+                await self.recorder.record(PROCESS_TABLES, table, EventType.WARNING, "ProcessTableInUse", message)
+            return
+        await self._finalizers(table, [f for f in present if f != finalizers.TABLE])
+
+    async def _finalizers(self, table: ProcessTable, wanted: list[str]) -> None:
+        patch = {"metadata": {"resourceVersion": table.metadata.resource_version, "finalizers": wanted}}
+        try:
+            await self.client.merge_patch(PROCESS_TABLES, self.name, patch)
+        except (Conflict, NotFound):
+            log.debug("ProcessTable %s moved on before its finalizers were written; next pass", self.name)
 
 
 async def read_table(client: KubeClient, name: str = PROCESS_TABLE_NAME) -> ProcessTable:
-    """The table ``name`` as stored, created as :func:`default_table` when missing (a concurrent
-    creator's copy wins).
+    """The table ``name`` as stored, recreated past every held PID when missing
+    (:meth:`TableKeeper.read`, with no Event recorder).
 
     Raises:
-        ApiError: the GET or create failed.
+        ApiError: the GET, LIST or create failed.
     """
-    return decode_table(await get_or_create(client, PROCESS_TABLES, name, default_table(name)))
+    return await TableKeeper(client, name).read()
 
 
 # ── status (pure) ────────────────────────────────────────────────────────────
@@ -190,13 +338,15 @@ def _utcnow() -> datetime:
 class TableStatusWriter:
     """Keeps table ``table_name``'s status equal to :func:`table_status` of ``processes()``.
 
-    Call :meth:`notify` on every Process event (informer handler); :meth:`run` writes at most
-    once per ``interval`` seconds, only when counts or rows changed. The table is created with
-    defaults when missing (:func:`read_table`).
+    Call :meth:`notify` on every Process event (informer handler) and table event; :meth:`run` writes at
+    most once per ``interval`` seconds, only when counts or rows changed. Each flush reads the table
+    through ``keeper`` (recreated when missing) and lets it guard the table's finalizer
+    (:meth:`TableKeeper.guard`).
 
     Args:
         client: the API client.
         processes: returns the current Processes (e.g. ``informer.objects``).
+        keeper: the table keeper shared with PID allocation (default: one of its own, without Events).
         now: injectable clock for ``lastReconciled``.
     """
 
@@ -210,8 +360,10 @@ class TableStatusWriter:
         max_rows: int = DEFAULT_MAX_ROWS,
         max_bytes: int = DEFAULT_MAX_ROWS_BYTES,
         now: Callable[[], datetime] = _utcnow,
+        keeper: TableKeeper | None = None,
     ) -> None:
         self.client = client
+        self.keeper = keeper or TableKeeper(client, table_name)
         self.processes = processes
         self.table_name = table_name
         self.interval = interval
@@ -222,6 +374,7 @@ class TableStatusWriter:
         """Status writes sent so far."""
         self._dirty = anyio.Event()
         self._stored: tuple[int, int, list[ProcessEntry]] | None = None
+        self._uid: str | None = None
 
     def notify(self, *_: object) -> None:
         """Mark the table out of date (usable directly as an informer handler)."""
@@ -233,10 +386,13 @@ class TableStatusWriter:
         Raises:
             ApiError: the GET, create or PATCH failed.
         """
-        status = table_status(self.processes(), self.now(), max_rows=self.max_rows, max_bytes=self.max_bytes)
+        processes = list(self.processes())
+        status = table_status(processes, self.now(), max_rows=self.max_rows, max_bytes=self.max_bytes)
         wanted = status.compared
-        if self._stored is None:
-            self._stored = _stored((await read_table(self.client, self.table_name)).status)
+        table = await self.keeper.read()
+        await self.keeper.guard(table, processes)
+        if self._stored is None or table.metadata.uid != self._uid:
+            self._stored, self._uid = _stored(table.status), table.metadata.uid
         if wanted == self._stored:
             return False
         await patch_status(self.client, PROCESS_TABLES, None, self.table_name, status)

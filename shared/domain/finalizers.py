@@ -28,5 +28,10 @@ POOL: Final = f"{GROUP_PREFIX}pool{FINALIZER_SUFFIX}"
 """Put on an EphemeralPool by the pool controller; removed once the deleted pool
 has no member Process left."""
 
-ALL: Final[tuple[str, ...]] = (PROCESS, ALLOCATION, POOL)
+TABLE: Final = f"{GROUP_PREFIX}processtable{FINALIZER_SUFFIX}"
+"""Put on the ProcessTable by the Process reconciler (at creation, or on the first status write);
+removed once the deleted table's sequence numbers are held by no Process, so a deleted table cannot
+come back at ``nextSequence: 1`` while PIDs it handed out are in use."""
+
+ALL: Final[tuple[str, ...]] = (PROCESS, ALLOCATION, POOL, TABLE)
 """Every tatara finalizer key, in declaration order."""

@@ -4,8 +4,9 @@ Exactly the API calls tatara-reconciler makes (least privilege). Sources:
   by merge patch; child Processes by server-side apply (create + patch); self-delete and child
   deletes (reconciler/executor.py); PID allocation lists Processes (reconciler/pid.py).
 - processes/status: merge patch on /status (shared/kube/patch.py patch_status).
-- ProcessTables: get, create when missing, nextSequence bump by merge patch (reconciler/pid.py,
-  reconciler/table.py); processtables/status by merge patch (reconciler/table.py).
+- ProcessTables: get, create when missing, nextSequence bump by JSON patch, finalizer by merge patch
+  (reconciler/pid.py, reconciler/table.py); an informer (list/watch) wakes the table writer
+  (reconciler/app.py); processtables/status by merge patch (reconciler/table.py).
 - The rendered kinds (reconciler/render.py RENDERED_KINDS: Flux Kustomizations/HelmReleases/
   OCIRepositories, Ingresses, DNSEndpoints): informers (reconciler/app.py), server-side apply, deletes
   (reconciler/executor.py), GETs for boundary conditions (reconciler/prefetch.py).
@@ -23,7 +24,7 @@ Leases are granted by the namespaced Role in leader-election-rbac.yaml.
   verbs: ["patch"]
 - apiGroups: ["tatara.pleme.io"]
   resources: ["processtables"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["kustomize.toolkit.fluxcd.io"]
   resources: ["kustomizations"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]

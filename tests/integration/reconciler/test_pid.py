@@ -6,13 +6,20 @@ import uuid
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from reconciler.pid import PidRefused, allocate_pid
+from reconciler.table import TableKeeper, held_sequence
+from shared.domain import finalizers
 from shared.domain.api.codec import convert, decode_table
 from shared.domain.api.process import Process
-from shared.domain.resources import PROCESS_TABLES
-from shared.kube.client import KubeClient
+from shared.domain.api.table import PROCESS_TABLE_NAME
+from shared.domain.resources import PROCESS_TABLES, PROCESSES
+from shared.kube.client import EVENTS, KubeClient
+from shared.kube.errors import NotFound
+from tests.integration.reconciler.conftest import reconciler_running
+from tests.support.kube import wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -39,15 +46,22 @@ async def table(client: KubeClient, name: str) -> Any:
     return decode_table(await client.get(PROCESS_TABLES, name))
 
 
-async def test_missing_table_is_created_and_the_first_pid_is_1(kc: KubeClient, tname: str) -> None:
-    assert await allocate_pid(kc, process("seph"), table_name=tname) == "seph.1"
+async def held(kc: KubeClient) -> int:
+    """The highest sequence number the Processes of the (shared) plane hold: where a new table starts."""
+    return held_sequence(await TableKeeper(kc).processes())
+
+
+async def test_missing_table_is_created_past_the_held_pids(kc: KubeClient, tname: str) -> None:
+    first = await held(kc) + 1  # 1 on an empty plane
+    assert await allocate_pid(kc, process("seph"), table_name=tname) == f"seph.{first}"
     created = await table(kc, tname)
-    assert created.spec.next_sequence == 2
+    assert created.spec.next_sequence == first + 1
     assert (created.spec.sigterm_timeout_seconds, created.spec.zombie_timeout_seconds) == (480, 600)
 
 
 async def test_20_concurrent_allocations_get_20_distinct_pids(kc: KubeClient, tname: str) -> None:
     # The table is created by the racing allocations themselves: concurrent creates must resolve too.
+    first = await held(kc) + 1
     pids: list[str] = []
 
     async def fork(i: int) -> None:
@@ -58,9 +72,9 @@ async def test_20_concurrent_allocations_get_20_distinct_pids(kc: KubeClient, tn
             tg.start_soon(fork, i)
 
     assert len(set(pids)) == 20
-    assert sorted(int(pid.rsplit(".", 1)[1]) for pid in pids) == list(range(1, 21))
+    assert sorted(int(pid.rsplit(".", 1)[1]) for pid in pids) == list(range(first, first + 20))
     assert all(pid.startswith("root.1.") for pid in pids)
-    assert (await table(kc, tname)).spec.next_sequence == 21
+    assert (await table(kc, tname)).spec.next_sequence == first + 20
 
 
 async def test_max_depth_refuses_without_consuming_a_sequence(kc: KubeClient, tname: str) -> None:
@@ -82,3 +96,73 @@ async def test_max_children_counts_existing_children(kc: KubeClient, tname: str)
     with pytest.raises(PidRefused, match="maxChildren is 2"):
         await allocate_pid(kc, process("k3", parent="seph.1"), table_name=tname, children=two)
     assert await allocate_pid(kc, process("k1", parent="seph.2"), table_name=tname, children=two) == "seph.2.1"
+
+
+# ── the table deleted under a running reconciler (issue 13, item 3) ─────────────────────────────
+
+
+def flux_doc(name: str) -> dict[str, Any]:
+    """A Process that gets a PID (a root named ``same``, so equal sequence numbers mean equal PIDs)."""
+    return {"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "Process", "metadata": {"name": name},
+            "spec": {"identity": {"nameOverride": "same"},
+                     "classification": {"pointType": "Gate", "substrate": "Observability"},
+                     "intent": {"flux": {"gitRepository": "infra", "path": f"./apps/{name}"}}}}
+
+
+async def pid_of(kc: KubeClient, namespace: str, name: str) -> str | None:
+    doc = msgspec.json.decode(await kc.get(PROCESSES, name, namespace))
+    pid = (doc.get("status") or {}).get("pid")
+    return pid if isinstance(pid, str) and pid else None
+
+
+async def proc_doc(kc: KubeClient) -> dict[str, Any] | None:
+    try:
+        doc: dict[str, Any] = msgspec.json.decode(await kc.get(PROCESS_TABLES, PROCESS_TABLE_NAME))
+    except NotFound:
+        return None
+    return doc
+
+
+async def test_a_deleted_table_is_kept_while_pids_are_held_and_recreated_past_them(kc: KubeClient,
+                                                                                  namespace: str) -> None:
+    async with reconciler_running(kc, namespace):
+        await kc.create(PROCESSES, flux_doc("a"), namespace)
+        pid_a = await wait_for(lambda: pid_of(kc, namespace, "a"), timeout=30, what="a PID for a")
+
+        async def protected() -> bool:
+            doc = await proc_doc(kc)
+            return doc is not None and finalizers.TABLE in (doc["metadata"].get("finalizers") or [])
+        await wait_for(protected, timeout=30, what="our finalizer on the ProcessTable")
+
+        # deleted while a PID is held: the table stays (Terminating) and still hands out numbers
+        await kc.delete(PROCESS_TABLES, PROCESS_TABLE_NAME)
+        terminating = await proc_doc(kc)
+        assert terminating is not None
+        assert terminating["metadata"].get("deletionTimestamp")
+        await kc.create(PROCESSES, flux_doc("b"), namespace)
+        pid_b = await wait_for(lambda: pid_of(kc, namespace, "b"), timeout=30, what="a PID for b")
+        assert pid_b != pid_a
+
+        # the protection bypassed (our finalizer removed by hand): the table goes, and comes back past
+        # every held sequence number, with a Warning Event; the next PID is new
+        held_before = await held(kc)
+        await kc.merge_patch(PROCESS_TABLES, PROCESS_TABLE_NAME, {"metadata": {"finalizers": None}})
+
+        async def recreated() -> dict[str, Any] | None:
+            doc = await proc_doc(kc)
+            return doc if doc is not None and not doc["metadata"].get("deletionTimestamp") else None
+        table_doc = await wait_for(recreated, timeout=30, what="the ProcessTable recreated")
+        assert table_doc["spec"]["nextSequence"] > held_before
+        assert finalizers.TABLE in table_doc["metadata"]["finalizers"]
+
+        await kc.create(PROCESSES, flux_doc("c"), namespace)
+        pid_c = await wait_for(lambda: pid_of(kc, namespace, "c"), timeout=30, what="a PID for c")
+        assert pid_c not in (pid_a, pid_b)
+        assert int(pid_c.rsplit(".", 1)[1]) > held_before
+
+        async def warned() -> bool:
+            events = msgspec.json.decode(await kc.list(EVENTS, "default"))["items"]
+            return any(e.get("reason") == "ProcessTableRecreated"
+                       and (e.get("involvedObject") or {}).get("uid") == table_doc["metadata"]["uid"]
+                       for e in events)
+        await wait_for(warned, timeout=30, what="the ProcessTableRecreated Warning Event")

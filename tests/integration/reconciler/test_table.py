@@ -39,9 +39,12 @@ class RecordingClient:
     async def create(self, *args: Any, **kwargs: Any) -> bytes:
         return await self.client.create(*args, **kwargs)
 
+    async def list(self, *args: Any, **kwargs: Any) -> bytes:
+        return await self.client.list(*args, **kwargs)
+
     async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None,
                           *, subresource: str | None = None) -> bytes:
-        if resource == PROCESS_TABLES and subresource == "status":
+        if resource == PROCESS_TABLES and subresource == "status":  # (the finalizer write is not recorded)
             self.status_patches.append(patch)
         return await self.client.merge_patch(resource, name, patch, namespace, subresource=subresource)
 

@@ -17,7 +17,7 @@ def test_each_key_has_its_wire_form(name: str, wire: str) -> None:
 
 
 def test_all_lists_the_family_in_declaration_order() -> None:
-    assert finalizers.ALL == (finalizers.PROCESS, finalizers.ALLOCATION, finalizers.POOL)
+    assert finalizers.ALL == (finalizers.PROCESS, finalizers.ALLOCATION, finalizers.POOL, finalizers.TABLE)
 
 
 @pytest.mark.parametrize("key", finalizers.ALL)

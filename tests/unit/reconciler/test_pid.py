@@ -17,7 +17,7 @@ from reconciler.pid import (
     identity_name,
     pid_level,
 )
-from reconciler.table import default_table
+from reconciler.table import default_table, held_sequence, sequences_of
 from shared.domain.api.codec import convert, to_wire
 from shared.domain.api.process import Process
 from shared.domain.api.table import ProcessTableSpec
@@ -132,12 +132,22 @@ def test_children_counts_only_processes_with_a_pid_under_that_parent() -> None:
     assert children_of("seph.1", procs, exclude=("ns", "a")) == 1
 
 
-def test_default_table_has_the_spec_defaults() -> None:
+def test_default_table_has_the_spec_defaults_and_our_finalizer() -> None:
     wire = to_wire(default_table())
-    assert wire["metadata"] == {"name": "proc"}
+    assert wire["metadata"] == {"name": "proc", "finalizers": ["tatara.pleme.io/processtable-finalizer"]}
     assert wire["spec"] == {"nextSequence": 1, "maxDepth": 0, "maxChildren": 0, "sigtermTimeoutSeconds": 480,
                             "zombieTimeoutSeconds": 600, "orphanReapingEnabled": True}
     assert "status" not in wire
+
+
+def test_a_recreated_table_starts_past_every_sequence_number_held() -> None:
+    held = [process("a", status={"pid": "seph.7"}), process("b", parent="seph.7", status={"pid": "seph.7.12"}),
+            process("c", parent="seph.30"), process("d", status={"pid": "42.3", "parent": "x.9"})]
+    assert held_sequence(held) == 30  # a forking child names its parent before it holds a PID
+    assert held_sequence([process("e")]) == 0
+    assert sequences_of("seph.1.7") == [7, 1]
+    assert sequences_of("42") == []  # the first segment is a name, even when all digits
+    assert to_wire(default_table(next_sequence=31))["spec"]["nextSequence"] == 31
 
 
 @pytest.mark.parametrize(("attempt", "rng", "delay"), [(0, 0.0, 0.0025), (0, 1.0, 0.005), (100, 1.0, 0.25)],

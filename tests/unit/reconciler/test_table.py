@@ -12,7 +12,8 @@ import pytest
 from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 
-from reconciler.table import TableStatusWriter, is_ready, pid_sort_key, table_status
+from reconciler.table import TableKeeper, TableStatusWriter, is_ready, pid_sort_key, table_status
+from shared.domain import finalizers
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
 from shared.kube.client import KubeClient, Resource
@@ -102,13 +103,20 @@ def test_ten_thousand_processes_stay_far_below_the_etcd_limit() -> None:
 
 
 class FakeTableClient:
-    """The three calls the writer makes, on one in-memory table."""
+    """The calls the writer makes, on one in-memory table (and a cluster of ``listed`` Processes)."""
 
-    def __init__(self, status: dict[str, Any] | None = None, *, exists: bool = True) -> None:
+    def __init__(self, status: dict[str, Any] | None = None, *, exists: bool = True,
+                 listed: Iterable[dict[str, Any]] = ()) -> None:
         self.table: dict[str, Any] | None = (
             {"metadata": {"name": "proc"}, "spec": {}, **({"status": status} if status else {})} if exists else None)
         self.patches: list[dict[str, Any]] = []
+        self.meta_patches: list[dict[str, Any]] = []
+        self.listed = list(listed)
         self.patched = anyio.Event()
+
+    async def list(self, resource: Resource, namespace: str | None = None, **_: Any) -> bytes:
+        await checkpoint()
+        return msgspec.json.encode({"metadata": {}, "items": self.listed})
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
         await checkpoint()
@@ -123,6 +131,11 @@ class FakeTableClient:
     async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None,
                           *, subresource: str | None = None) -> bytes:
         await checkpoint()
+        if subresource is None:
+            assert self.table is not None
+            self.meta_patches.append(patch)
+            self.table["metadata"]["finalizers"] = patch["metadata"]["finalizers"]
+            return b"{}"
         assert subresource == "status"
         self.patches.append(patch)
         self.patched.set()
@@ -172,3 +185,42 @@ async def test_many_notifications_within_an_interval_make_one_write() -> None:
         tg.cancel_scope.cancel()
     assert len(fake.patches) == 1
     assert fake.patches[0]["status"]["processCount"] == 50
+
+
+def listed_doc(name: str, pid: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns"}, "status": {"pid": pid},
+            "spec": {"classification": {"pointType": "Gate", "substrate": "Observability"},
+                     "intent": {"nix": {"flakeRef": "github:pleme-io/k8s", "attribute": "obs"}}}}
+
+
+@pytest.mark.anyio
+async def test_a_missing_table_is_recreated_past_every_listed_pid_with_our_finalizer() -> None:
+    fake = FakeTableClient(exists=False, listed=[listed_doc("a", "seph.4"), listed_doc("b", "seph.4.9")])
+    keeper = TableKeeper(cast(KubeClient, fake))
+    keeper.handed_out(6)
+    table = await keeper.read()
+    assert table.spec.next_sequence == 10
+    assert table.metadata.finalizers == [finalizers.TABLE]
+    assert keeper.recreated == 1
+
+
+@pytest.mark.anyio
+async def test_the_finalizer_is_put_on_a_live_table_that_lacks_it() -> None:
+    fake = FakeTableClient()
+    keeper = TableKeeper(cast(KubeClient, fake))
+    await keeper.guard(await keeper.read())
+    assert fake.table is not None
+    assert fake.table["metadata"]["finalizers"] == [finalizers.TABLE]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("listed", "kept"), [([], False), ([listed_doc("a", "seph.1")], True)],
+                         ids=["released when no Process holds a PID", "kept while one does"])
+async def test_a_deleted_table_keeps_its_finalizer_while_a_pid_is_held(listed: list[dict[str, Any]],
+                                                                       kept: bool) -> None:
+    fake = FakeTableClient(listed=listed)
+    assert fake.table is not None
+    fake.table["metadata"].update(finalizers=["other", finalizers.TABLE], deletionTimestamp="2020-01-01T00:00:00Z")
+    keeper = TableKeeper(cast(KubeClient, fake))
+    await keeper.guard(await keeper.read())
+    assert fake.table["metadata"]["finalizers"] == (["other", finalizers.TABLE] if kept else ["other"])
