@@ -450,7 +450,8 @@ async def test_an_absurd_pool_size_is_refused_at_admission_with_a_clear_message(
 async def created_counts(kc: KubeClient, ns: str) -> list[int]:
     """The counts of the ``MembersCreated`` Events (``creating <n> member(s)``), one per distinct Event."""
     items = msgspec.json.decode(await kc.list(EVENTS, ns))["items"]
-    return [int(str(e.get("note") or e.get("message")).split()[1]) for e in items if e.get("reason") == "MembersCreated"]
+    return [int(str(e.get("note") or e.get("message")).split()[1]) for e in items
+            if e.get("reason") == "MembersCreated"]
 
 
 async def test_a_large_pool_creates_in_batches_and_stops_when_deleted(kc: KubeClient, namespace: str) -> None:
@@ -471,4 +472,5 @@ async def test_a_large_pool_creates_in_batches_and_stops_when_deleted(kc: KubeCl
         await settle(running)
         assert await members(kc, namespace, "big") == []
         counts = await created_counts(kc, namespace)
-        assert counts and max(counts) <= 16
+        assert counts
+        assert max(counts) <= 16
