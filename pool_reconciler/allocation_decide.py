@@ -6,7 +6,8 @@
 3. :func:`route_allocation` (pool and FIFO member choice, :mod:`pool_reconciler.routing`) and
    :func:`allocation_context`;
 4. :func:`allocation_action`: the phase table over that context, first matching row wins;
-5. the step that writes the action: :func:`heartbeat`, :func:`release`, :func:`no_matching_pool`,
+5. the step that writes the action: :func:`heartbeat` (or :func:`member_lost` when a Bound
+   allocation's member is gone), :func:`release`, :func:`no_matching_pool`,
    :func:`bind` or :func:`wait`.
 
 Rules: docs/behaviour.md#allocations (phases, exclusive claim, TTL, release, spawn timeout); where they
@@ -57,6 +58,7 @@ __all__ = [
     "bind",
     "bind_patch",
     "heartbeat",
+    "member_lost",
     "no_matching_pool",
     "release",
     "resolve_expiry",
@@ -86,7 +88,8 @@ def allocation_decide(obs: AllocationObserved) -> AllocationDecision:
     if action.kind == "NoOp":
         return AllocationDecision("NoOp", released=deleting)
     if action.kind == "HeartbeatBound":
-        return heartbeat(obs, ctx)
+        lost = member_lost(obs, ctx)
+        return lost if lost is not None else heartbeat(obs, ctx)
     if action.kind in ("Release", "AwaitReturn"):
         return release(obs, action)
     if action.kind == "NoMatchingPool" or routed.pool is None:
@@ -323,6 +326,28 @@ def heartbeat(obs: AllocationObserved, ctx: AllocationContext) -> AllocationDeci
     beat = obs.heartbeat_seconds
     left = (ctx.expires_at - obs.now).total_seconds() if ctx.expires_at else beat
     return AllocationDecision("HeartbeatBound", requeue_after=max(min(beat, left), 1.0))
+
+
+def member_lost(obs: AllocationObserved, ctx: AllocationContext) -> AllocationDecision | None:
+    """Bound to a member the caches no longer hold (deleted by hand, say), or whose name a member created
+    after the bind now carries (the pool refilled the slot): Failed with reason
+    ``MemberLost`` and a Warning Event, never Bound to a 404 (docs/behaviour.md#lost-member). None while
+    the member is there, or when the status names none."""
+    name = ctx.assigned_process
+    if name is None:
+        return None
+    member = _members_here(obs).get(name)
+    st = obs.allocation.status
+    allocated_at = st.allocated_at if st is not None else None
+    created = member.metadata.creation_timestamp if member is not None else None
+    # a member of that name created after the bind is a new one on the same slot, never ours
+    reborn = (member is not None and not _owned_by(member, obs.allocation) and created is not None
+              and allocated_at is not None and created > allocated_at)
+    if member is not None and not reborn:
+        return None
+    pool = ctx.bound_pool.name if ctx.bound_pool is not None else "?"
+    message = f"member {name} of pool {pool} is gone; this allocation holds nothing"
+    return phase_change(obs, AllocationPhase.FAILED, message, warning=True, reason="MemberLost", requeue=None)
 
 
 def release(obs: AllocationObserved, action: AllocationAction) -> AllocationDecision:

@@ -474,3 +474,21 @@ async def test_a_large_pool_creates_in_batches_and_stops_when_deleted(kc: KubeCl
         counts = await created_counts(kc, namespace)
         assert counts
         assert max(counts) <= 16
+
+
+# ── a bound member deleted by hand (issue 13) ────────────────────────────────
+
+
+async def test_a_bound_allocation_whose_member_is_deleted_by_hand_fails_with_a_warning(
+    kc: KubeClient, namespace: str
+) -> None:
+    async with both_running(kc, namespace):
+        await kc.create(EPHEMERAL_POOLS, capped_pool("lost", 1, 1), namespace)
+        (first,) = await wait_free(kc, namespace, "lost", 1)
+        await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("l1", "lost", namespace), namespace)
+        await wait_phase(kc, namespace, "l1", "Bound")
+        name = first["metadata"]["name"]
+        await kc.delete(PROCESSES, name, namespace)
+        failed = await wait_phase(kc, namespace, "l1", "Failed")
+        assert failed["status"]["message"] == f"member {name} of pool lost is gone; this allocation holds nothing"
+        assert await reasons(kc, namespace, "MemberLost") == 1

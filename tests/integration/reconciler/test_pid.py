@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import anyio
 import msgspec
 import pytest
 
-from reconciler.pid import PidRefused, allocate_pid
-from reconciler.table import TableKeeper, held_sequence
+from reconciler.pid import JSON_PATCH, PidRefused, allocate_pid
+from reconciler.table import TableKeeper, TableStatusWriter, held_sequence
 from shared.domain import finalizers
-from shared.domain.api.codec import convert, decode_table
+from shared.domain.api.codec import convert, decode_table, to_wire
 from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
-from shared.kube.client import EVENTS, KubeClient
-from shared.kube.errors import NotFound
+from shared.kube.client import EVENTS, KubeClient, Resource
+from shared.kube.errors import Conflict, Invalid, NotFound
 from tests.integration.reconciler.conftest import reconciler_running
 from tests.support.kube import wait_for
 
@@ -166,3 +167,70 @@ async def test_a_deleted_table_is_kept_while_pids_are_held_and_recreated_past_th
                        and (e.get("involvedObject") or {}).get("uid") == table_doc["metadata"]["uid"]
                        for e in events)
         await wait_for(warned, timeout=30, what="the ProcessTableRecreated Warning Event")
+
+
+# ── the status writer does not fight the bump (issue 13, item 7) ───────────────────────────────
+
+
+class StatusBetweenReadAndBump:
+    """The allocator's client: before every bump of the sequence it lets the table's status writer write
+    (the worst interleaving for a resourceVersion-guarded bump, made deterministic), and counts the bumps
+    the API server refused (409 Conflict, or 422 for a failed compare-and-swap test)."""
+
+    def __init__(self, client: KubeClient, write_status: Callable[[], Awaitable[object]]) -> None:
+        self.client = client
+        self.write_status = write_status
+        self.bumps = 0
+        self.refused = 0
+
+    async def get(self, *args: Any, **kwargs: Any) -> bytes:
+        return await self.client.get(*args, **kwargs)
+
+    async def list(self, *args: Any, **kwargs: Any) -> bytes:
+        return await self.client.list(*args, **kwargs)
+
+    async def create(self, *args: Any, **kwargs: Any) -> bytes:
+        return await self.client.create(*args, **kwargs)
+
+    async def _bump(self, send: Callable[[], Awaitable[bytes]]) -> bytes:
+        self.bumps += 1
+        await self.write_status()
+        try:
+            return await send()
+        except (Conflict, Invalid):
+            self.refused += 1
+            raise
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> bytes:
+        if method == "PATCH" and kwargs.get("content_type") == JSON_PATCH:
+            return await self._bump(lambda: self.client.request(method, path, **kwargs))
+        return await self.client.request(method, path, **kwargs)
+
+    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None,
+                          *, subresource: str | None = None) -> bytes:
+        if resource == PROCESS_TABLES and subresource is None and "spec" in patch:
+            return await self._bump(lambda: self.client.merge_patch(resource, name, patch, namespace))
+        return await self.client.merge_patch(resource, name, patch, namespace, subresource=subresource)
+
+
+async def test_status_writes_between_every_read_and_bump_refuse_no_bump(kc: KubeClient, tname: str) -> None:
+    rows: list[Process] = []
+    writer = TableStatusWriter(kc, lambda: list(rows), table_name=tname)
+
+    async def write_status() -> None:  # a status that differs every time: one more row
+        rows.append(convert({**to_wire(process(f"row{len(rows)}")), "status": {"pid": f"r.{len(rows) + 1}"}},
+                            Process))
+        assert await writer.flush() is True
+
+    client = StatusBetweenReadAndBump(kc, write_status)
+    pids = [await allocate_pid(cast(KubeClient, client), process(f"p{i}"), table_name=tname) for i in range(20)]
+
+    assert writer.writes == client.bumps == 20  # every bump had a status write after its read
+    assert client.refused == 0
+    assert len(set(pids)) == 20
+    # what the resourceVersion guard did instead: a status write between read and bump refuses it
+    stale = await table(kc, tname)
+    await write_status()
+    with pytest.raises(Conflict):
+        await kc.merge_patch(PROCESS_TABLES, tname, {"metadata": {"resourceVersion": stale.metadata.resource_version},
+                                                     "spec": {"nextSequence": stale.spec.next_sequence + 1}})

@@ -432,3 +432,41 @@ def test_phase_change_writes_only_when_the_phase_or_the_message_differ() -> None
     assert phase_change(obs, PH.QUEUED, "m", requeue=5.0) == AllocationDecision("Queued", requeue_after=5.0)
     assert phase_change(obs, PH.QUEUED, "n", requeue=5.0).events == (Event.normal("Queued", "n"),)
     assert phase_change(obs, PH.NO_MATCHING_POOL, "m", requeue=5.0).status is not None
+
+
+# ── a Bound allocation whose member is gone (issue 13) ───────────────────────
+
+UNEXPIRED = {**BOUND_STATUS, "expiresAt": "2025-06-01T12:30:00Z", "message": "bound to m1 of pool demo-pool"}
+
+
+def test_CORRECTED_a_bound_allocation_whose_member_is_gone_fails_with_a_warning() -> None:
+    d = allocation_decide(observe(alloc(status=UNEXPIRED), [pool()], [member("other")]))
+    message = "member m1 of pool demo-pool is gone; this allocation holds nothing"
+    assert d.status is not None
+    assert (d.status.phase, d.status.message) == (PH.FAILED, message)
+    assert d.events == (Event.warning("MemberLost", message),)
+    assert d.claim is None
+    assert d.member_patch is None
+
+
+def test_a_bound_allocation_whose_member_is_there_only_waits() -> None:
+    d = allocation_decide(observe(alloc(status=UNEXPIRED), [pool()], [member("m1", ephemeral=True,
+                                                                              annotations=CLAIMED)]))
+    assert (d.action, d.status, d.events) == ("HeartbeatBound", None, ())
+
+
+def test_a_deleted_allocation_whose_member_is_gone_is_released() -> None:
+    d = allocation_decide(observe(alloc(status=UNEXPIRED, deleting=True), [pool()], []))
+    assert d.status is not None
+    assert d.status.phase is PH.RELEASED
+    assert d.released
+
+
+def test_CORRECTED_a_fresh_member_on_the_lost_members_slot_is_not_taken_for_it() -> None:
+    status = {**UNEXPIRED, "allocatedAt": "2025-06-01T11:00:00Z"}
+    fresh = member("m1", created=60)  # created 11:59, after the bind, and not claimed for alloc-1
+    d = allocation_decide(observe(alloc(status=status), [pool()], [fresh]))
+    assert d.status is not None
+    assert d.status.phase is PH.FAILED
+    old = member("m1", created=7200)  # created 10:00, before the bind: the cache may lag its claim
+    assert allocation_decide(observe(alloc(status=status), [pool()], [old])).status is None
