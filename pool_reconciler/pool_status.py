@@ -25,7 +25,8 @@ __all__ = ["ledger", "pool_phase", "pool_status_patch", "ready_condition"]
 
 
 def pool_phase(pool: EphemeralPool, states: Sequence[MemberState]) -> PoolPhase:
-    """Deleting → Draining; no member → Initializing; supply below ``minSize`` → Degraded; below /
+    """Deleting → Draining; no member → Initializing (Steady when the pool asks for none: ``desiredSize``,
+    ``minSize`` and ``desired`` all 0); supply below ``minSize`` → Degraded; below /
     above / at the target → ScalingUp / ScalingDown / Steady.
 
     The target is the active mode's: ``desired`` (supply counts Allocated members too, as desired-count
@@ -34,8 +35,9 @@ def pool_phase(pool: EphemeralPool, states: Sequence[MemberState]) -> PoolPhase:
     spec = pool.spec
     if pool.metadata.deletion_timestamp is not None:
         return PoolPhase.DRAINING
+    wants = spec.desired if spec.desired > 0 else max(spec.desired_size, spec.min_size)
     if not states:
-        return PoolPhase.INITIALIZING
+        return PoolPhase.STEADY if wants == 0 else PoolPhase.INITIALIZING
     counted = {MemberState.FREE, MemberState.SPAWNING}
     if spec.desired > 0:
         counted.add(MemberState.ALLOCATED)

@@ -492,3 +492,21 @@ async def test_a_bound_allocation_whose_member_is_deleted_by_hand_fails_with_a_w
         failed = await wait_phase(kc, namespace, "l1", "Failed")
         assert failed["status"]["message"] == f"member {name} of pool lost is gone; this allocation holds nothing"
         assert await reasons(kc, namespace, "MemberLost") == 1
+
+
+# ── an empty pool is Ready (issue 13) ────────────────────────────────────────
+
+
+async def test_a_pool_of_desired_size_zero_is_ready(kc: KubeClient, namespace: str) -> None:
+    async with both_running(kc, namespace) as running:
+        await kc.create(EPHEMERAL_POOLS, capped_pool("empty", 0, 0), namespace)
+
+        async def ready() -> dict[str, Any] | None:
+            obj = await read(kc, EPHEMERAL_POOLS, "empty", namespace)
+            conditions = obj.get("status", {}).get("conditions", [])
+            return obj if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) else None
+
+        obj = await wait_for(ready, timeout=TIMEOUT, what="pool empty Ready")
+        await settle(running)
+        assert obj["status"]["phase"] == "Steady"
+        assert await members(kc, namespace, "empty") == []

@@ -332,3 +332,12 @@ def test_a_huge_pool_deleted_between_batches_creates_nothing_more() -> None:
     d = pool_decide(observe_pool(pool(1000, deleting=True), *members))
     assert d.create == ()
     assert len(d.delete) == 16
+
+
+def test_CORRECTED_a_pool_of_desired_size_zero_is_ready() -> None:
+    d = pool_decide(observe_pool(pool(0)))
+    assert d.create == ()
+    assert d.status is not None
+    status = d.status.to_json()
+    assert status["phase"] == "Steady"
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Ready", "True")]

@@ -13,6 +13,9 @@ from tests.unit.pool_reconciler.builders import NOW, A, F, R, S, ago, observe_po
 PHASE_ROWS = [
     ("a deleting pool is Draining", pool(deleting=True), [F], PoolPhase.DRAINING),
     ("a pool without members is Initializing", pool(), [], PoolPhase.INITIALIZING),
+    ("CORRECTED a pool that asks for no member is Steady without one", pool(0), [], PoolPhase.STEADY),
+    ("a pool with only minSize is Initializing without members", pool(0, min_size=1), [], PoolPhase.INITIALIZING),
+    ("a desired-count pool is Initializing without members", pool(0, desired=2), [], PoolPhase.INITIALIZING),
     ("supply below minSize is Degraded", pool(1, min_size=3), [F, S], PoolPhase.DEGRADED),
     ("supply below desiredSize is ScalingUp", pool(3), [F, A], PoolPhase.SCALING_UP),
     ("supply above desiredSize is ScalingDown", pool(1), [F, F], PoolPhase.SCALING_DOWN),
