@@ -77,6 +77,9 @@ async def test_50_processes_give_exact_counts_in_coalesced_writes(kc: KubeClient
             await kc.merge_patch(PROCESSES, f"p{i}", {"status": {"phase": "Attested", "pid": f"root.{i + 1}"}},
                                       namespace, subresource="status")
         await wait_for(lambda: _equal(counts, (50, 10, 50)), timeout=30, what="table counts 50/10/50")
+        # the GET above can see a write before the writer has counted it: let it finish counting first
+        await wait_for(lambda: _true(writer.writes == len(recording.status_patches)), timeout=30,
+                       what="the writer to count its last write")
         tg.cancel_scope.cancel()
 
     # 60 object changes, coalesced: how many writes depends on how fast they arrived (bench/, not here);
@@ -92,6 +95,10 @@ async def test_50_processes_give_exact_counts_in_coalesced_writes(kc: KubeClient
     assert table.status is not None
     assert [row.pid for row in table.status.processes[:10]] == [f"root.{i}" for i in range(1, 11)]
     assert table.status.last_reconciled is not None
+
+
+async def _true(condition: bool) -> bool:
+    return condition
 
 
 async def _equal(probe: Any, expected: tuple[int, int, int]) -> bool:
