@@ -37,7 +37,7 @@ from pool_reconciler.patches import (
 )
 from pool_reconciler.routing import claimed_by_others, free_members, queue_position, route
 from shared.domain import annotations as ann
-from shared.domain.api.allocation import AllocationPhase, AllocationRef, EphemeralAllocation
+from shared.domain.api.allocation import AllocationCondition, AllocationPhase, AllocationRef, EphemeralAllocation
 from shared.domain.api.codec import format_timestamp
 from shared.domain.api.lifetime import EphemeralLifetime, TeardownPolicy
 from shared.domain.api.pool import EphemeralPool
@@ -53,6 +53,7 @@ __all__ = [
     "Routed",
     "adopt_claimed",
     "allocation_action",
+    "allocation_conditions",
     "allocation_context",
     "allocation_decide",
     "bind",
@@ -64,6 +65,7 @@ __all__ = [
     "resolve_expiry",
     "route_allocation",
     "wait",
+    "with_conditions",
 ]
 
 DEFAULT_TTL: Final = timedelta(hours=1)
@@ -259,6 +261,44 @@ def bind_patch(allocation: EphemeralAllocation, member: Process, expires_at: dat
 # ── the steps ────────────────────────────────────────────────────────────────
 
 
+_IN_PROGRESS: Final = frozenset({AllocationPhase.PENDING, AllocationPhase.QUEUED, AllocationPhase.NO_MATCHING_POOL,
+                                  AllocationPhase.RELEASING})
+
+
+def allocation_conditions(allocation: EphemeralAllocation, phase: AllocationPhase, reason: str, message: str,
+                          now: datetime) -> list[AllocationCondition]:
+    """``Ready`` / ``Reconciling`` / ``Stalled`` for ``phase`` (kstatus): Bound → Ready; Pending, Queued,
+    NoMatchingPool, Releasing → Reconciling; Failed → Stalled; Released → none True. Each carries
+    ``reason``, ``message`` and the allocation's generation; ``lastTransitionTime`` is kept while the
+    condition's status holds (docs/behaviour.md#allocation-conditions)."""
+    truth = {
+        "Ready": phase is AllocationPhase.BOUND,
+        "Reconciling": phase in _IN_PROGRESS,
+        "Stalled": phase is AllocationPhase.FAILED,
+    }
+    stored = {c.type_: c for c in (allocation.status.conditions if allocation.status else [])}
+    out = []
+    for kind, true in truth.items():
+        status = "True" if true else "False"
+        previous = stored.get(kind)
+        since = previous.last_transition_time if previous is not None and previous.status == status else now
+        out.append(AllocationCondition(type_=kind, status=status, reason=reason, message=message,
+                                       last_transition_time=since,
+                                       observed_generation=allocation.metadata.generation))
+    return out
+
+
+def with_conditions(allocation: EphemeralAllocation, status: AllocationStatusPatch, reason: str,
+                    now: datetime) -> AllocationStatusPatch:
+    """``status`` with the conditions of its phase and ``observedGeneration`` (when the object has one)."""
+    phase = status.phase if not isinstance(status.phase, UnsetType) else allocation.phase
+    message = status.message if not isinstance(status.message, UnsetType) else ""
+    generation = allocation.metadata.generation
+    return msgspec.structs.replace(
+        status, conditions=allocation_conditions(allocation, phase, reason, message, now),
+        observed_generation=generation if generation is not None else UNSET)
+
+
 def phase_change(
     obs: AllocationObserved,
     phase: AllocationPhase,
@@ -274,7 +314,8 @@ def phase_change(
     stored = obs.allocation.status
     if stored is not None and stored.phase is phase and stored.message == message:
         return AllocationDecision(phase.value, requeue_after=requeue)
-    status = AllocationStatusPatch(phase=phase, phase_since=obs.now, message=message, bound_pool=bound_pool)
+    status = with_conditions(obs.allocation, AllocationStatusPatch(
+        phase=phase, phase_since=obs.now, message=message, bound_pool=bound_pool), reason or phase.value, obs.now)
     event = Event(EventType.WARNING if warning else EventType.NORMAL, reason or phase.value, message)
     return AllocationDecision(phase.value, status=status, events=(event,), requeue_after=requeue)
 
@@ -313,6 +354,7 @@ def bind(obs: AllocationObserved, pool: EphemeralPool, member: Process) -> Alloc
         allocated_at=now,
         expires_at=expires,
     )
+    status = with_conditions(alloc, status, "Bound", now)
     events = [Event.normal("Bound", message)]
     if ttl_warning and claim is not None:
         events.append(Event.warning("InvalidTtl", ttl_warning))

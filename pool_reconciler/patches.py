@@ -19,7 +19,7 @@ from datetime import datetime
 
 from msgspec import UNSET, UnsetType
 
-from shared.domain.api.allocation import AllocationPhase, AllocationRef
+from shared.domain.api.allocation import AllocationCondition, AllocationPhase, AllocationRef
 from shared.domain.api.lifetime import EphemeralLifetime, PermanentLifetime
 from shared.domain.api.pool import PoolCondition, PoolMember, PoolPhase
 from shared.domain.api.wire import MergePatch
@@ -103,3 +103,5 @@ class AllocationStatusPatch(MergePatch, frozen=True):
     assigned_process: AllocationRef | UnsetType = UNSET
     allocated_at: datetime | UnsetType = UNSET
     expires_at: datetime | UnsetType = UNSET
+    conditions: list[AllocationCondition] | UnsetType = UNSET
+    observed_generation: int | UnsetType = UNSET

@@ -102,9 +102,8 @@ class AllocationPhase(ClosedSet):
 
 
 class AllocationCondition(WireStruct):
-    """``status.conditions[]``; all five keys required.
-
-    The same shape as the pool's conditions; never written."""
+    """``status.conditions[]``: ``Ready``, ``Reconciling``, ``Stalled`` in the kstatus convention
+    (docs/behaviour.md#allocation-conditions)."""
 
     type_: str
     """Condition type."""
@@ -116,6 +115,8 @@ class AllocationCondition(WireStruct):
     """What happened, in words."""
     last_transition_time: Timestamp
     """When ``status`` last changed (RFC 3339)."""
+    observed_generation: int | None = None
+    """The ``metadata.generation`` the condition was computed for."""
 
 
 class AllocationStatus(WireStruct):
@@ -133,7 +134,9 @@ class AllocationStatus(WireStruct):
     message: str | None = None
     """What the pool reconciler last said about the allocation, in words."""
     conditions: list[AllocationCondition] = []
-    """Conditions of the allocation; not written yet."""
+    """``Ready``, ``Reconciling`` and ``Stalled``, recomputed from the phase on every status write."""
+    observed_generation: int | None = None
+    """The ``metadata.generation`` the status was written for."""
 
 
 class EphemeralAllocation(WireStruct):

@@ -510,3 +510,31 @@ async def test_a_pool_of_desired_size_zero_is_ready(kc: KubeClient, namespace: s
         await settle(running)
         assert obj["status"]["phase"] == "Steady"
         assert await members(kc, namespace, "empty") == []
+
+
+# ── kstatus conditions on allocations (issue 13) ─────────────────────────────
+
+
+def condition_truths(obj: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+
+
+async def test_a_bound_allocation_is_ready_and_a_queued_one_reconciling(kc: KubeClient, namespace: str) -> None:
+    async with both_running(kc, namespace) as running:
+        await kc.create(EPHEMERAL_POOLS, capped_pool("ks", 1, 1), namespace)
+        await wait_free(kc, namespace, "ks", 1)
+        for name in ("k1", "k2"):
+            await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc(name, "ks", namespace), namespace)
+
+        async def ready(name: str) -> dict[str, Any] | None:  # kubectl wait --for=condition=Ready
+            obj = await read(kc, EPHEMERAL_ALLOCATIONS, name, namespace)
+            return obj if condition_truths(obj).get("Ready") == "True" else None
+
+        bound = await wait_for(lambda: ready("k1"), timeout=TIMEOUT, what="k1 Ready")
+        assert bound["status"]["phase"] == "Bound"
+        assert bound["status"]["observedGeneration"] == bound["metadata"]["generation"]
+        queued = await wait_phase(kc, namespace, "k2", "Queued")
+        await settle(running)
+        queued = await read(kc, EPHEMERAL_ALLOCATIONS, "k2", namespace)
+        assert condition_truths(queued) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+        assert queued["status"]["observedGeneration"] == queued["metadata"]["generation"]

@@ -39,6 +39,11 @@ pool = demo_pool
 observe = observe_allocation
 
 
+def without_conditions(status: dict[str, object]) -> dict[str, object]:
+    """``status`` without its kstatus conditions (tested on their own below)."""
+    return {k: v for k, v in status.items() if k != "conditions"}
+
+
 # ── the phase table ──────────────────────────────────────────────────────────
 
 
@@ -340,7 +345,7 @@ def test_bind_to_a_member_already_ours_writes_only_the_status() -> None:
     d = bind(observe(alloc(), [pool()], []), pool(), member("m1", ephemeral=True, annotations=CLAIMED))
     assert d.claim is None
     assert d.status is not None
-    assert d.status.to_json() == {
+    assert without_conditions(d.status.to_json()) == {
         "phase": "Bound",
         "phaseSince": "2025-06-01T12:00:00Z",
         "message": "bound to m1 of pool demo-pool until 2025-06-01T13:00:00Z",
@@ -400,7 +405,7 @@ def test_release_of_a_member_that_is_gone_is_released_at_once() -> None:
     obs = observe(alloc(status=BOUND_STATUS, deleting=True), [pool()], [])
     d = release(obs, AllocationAction("Release", DEMO, "m1"))
     assert d.status is not None
-    assert d.status.to_json() == {"phase": "Released", "phaseSince": "2025-06-01T12:00:00Z",
+    assert without_conditions(d.status.to_json()) == {"phase": "Released", "phaseSince": "2025-06-01T12:00:00Z",
                                   "message": "released; member returned to its pool",
                                   "boundPool": {"name": "demo-pool", "namespace": "pools"}}
     assert (d.released, d.requeue_after, d.member_patch) == (True, None, None)
@@ -418,7 +423,7 @@ def test_no_matching_pool_says_whether_a_pool_ref_named_nothing() -> None:
 def test_wait_queues_on_the_pool_until_the_spawn_timeout() -> None:
     queued = wait(observe(alloc(created=10), [pool()], []), pool())
     assert queued.status is not None
-    assert queued.status.to_json() == {"phase": "Queued", "phaseSince": "2025-06-01T12:00:00Z",
+    assert without_conditions(queued.status.to_json()) == {"phase": "Queued", "phaseSince": "2025-06-01T12:00:00Z",
                                        "message": "waiting for a free member of pool demo-pool",
                                        "boundPool": {"name": "demo-pool", "namespace": "pools"}}
     failed = wait(observe(alloc(created=600), [pool()], []), pool())
@@ -470,3 +475,41 @@ def test_CORRECTED_a_fresh_member_on_the_lost_members_slot_is_not_taken_for_it()
     assert d.status.phase is PH.FAILED
     old = member("m1", created=7200)  # created 10:00, before the bind: the cache may lag its claim
     assert allocation_decide(observe(alloc(status=status), [pool()], [old])).status is None
+
+
+# ── kstatus conditions (issue 13) ────────────────────────────────────────────
+
+
+def truths(d: AllocationDecision) -> dict[str, str]:
+    assert d.status is not None
+    status = d.status.to_json()
+    return {c["type"]: c["status"] for c in status["conditions"]}
+
+
+def test_CORRECTED_a_bound_allocation_is_ready_with_its_generation() -> None:
+    a = alloc()
+    a = msgspec.structs.replace(a, metadata=msgspec.structs.replace(a.metadata, generation=3))
+    d = bind(observe(a, [pool()], []), pool(), member("m1", ephemeral=True, annotations=CLAIMED))
+    assert truths(d) == {"Ready": "True", "Reconciling": "False", "Stalled": "False"}
+    assert d.status is not None
+    status = d.status.to_json()
+    assert status["observedGeneration"] == 3
+    assert {c["observedGeneration"] for c in status["conditions"]} == {3}
+    assert {c["reason"] for c in status["conditions"]} == {"Bound"}
+
+
+def test_CORRECTED_a_queued_allocation_is_reconciling_never_current() -> None:
+    d = wait(observe(alloc(created=10), [pool()], []), pool())
+    assert truths(d) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+
+
+def test_CORRECTED_a_failed_allocation_is_stalled_with_its_reason() -> None:
+    d = wait(observe(alloc(created=600), [pool()], []), pool())
+    assert truths(d) == {"Ready": "False", "Reconciling": "False", "Stalled": "True"}
+    assert d.status is not None
+    assert {c["reason"] for c in d.status.to_json()["conditions"]} == {"SpawnTimeout"}
+
+
+def test_a_no_matching_pool_allocation_is_reconciling() -> None:
+    d = no_matching_pool(observe(alloc(), [], []))
+    assert truths(d) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
