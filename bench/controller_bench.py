@@ -1,6 +1,6 @@
-"""Controller-runtime benchmark: our toy operator against kopf on the same workload.
+"""Controller-runtime benchmark: our toy operator against the bare client (the limit) and kopf.
 
-Against a private local control plane (etcd + kube-apiserver), for each operator in turn:
+Against a private local control plane (etcd + kube-apiserver), for each contender in turn:
 
 1. **throughput** — 5,000 ConfigMaps exist before the operator starts; seconds from
    process start until every one carries the annotation → objects reconciled per second;
@@ -11,7 +11,12 @@ Against a private local control plane (etcd + kube-apiserver), for each operator
 3. **memory** — 5,000 more ConfigMaps (10,000 in all) are created and reconciled; RSS of
    the operator process with 10,000 objects cached.
 
-Usage: ``.venv/bin/python -m bench.controller_bench [--objects 5000] [--only ours|kopf]``
+The **bare** contender (:mod:`bench.bare_client`: one paginated LIST, then ``--workers`` concurrent
+merge patches through the same client, no watch/queue/cache) runs only the throughput phase: it is the
+limit of this API server on this machine, measured in the same run, and the table ends with
+``ours / bare`` and ``ours / kopf``.
+
+Usage: ``.venv/bin/python -m bench.controller_bench [--objects 5000] [--workers 32] [--only ours,bare,kopf]``
 (kopf: ``pip install -e '.[bench]'``). Prints a table; nothing is asserted.
 """
 
@@ -20,6 +25,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -93,15 +100,28 @@ async def wait_annotated(client: KubeClient, namespace: str, total: int, timeout
         await asyncio.sleep(0.25)
 
 
-def start_operator(kind: str, plane: LocalControlPlane, namespace: str) -> subprocess.Popen[str]:
+PROFILE: Path | None = None
+"""``--profile DIR``: run our operator under py-spy, collapsed stacks to ``DIR/ours.txt``."""
+
+
+def start_operator(kind: str, plane: LocalControlPlane, namespace: str, workers: int) -> subprocess.Popen[str]:
     env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig)}
+    profiler: list[str] = []
+    if PROFILE is not None and kind in ("ours", "bare"):
+        PROFILE.mkdir(parents=True, exist_ok=True)
+        py_spy = str(Path(sys.executable).with_name("py-spy"))
+        profiler = [py_spy, "record", "--format", "raw", "--rate", "250", "-o", str(PROFILE / f"{kind}.txt"), "--"]
     if kind == "ours":
         cmd = [sys.executable, "-m", "tests.support.toy_operator", "--kubeconfig", str(plane.kubeconfig),
-               "--namespace", namespace, "--workers", "8", "--print-starts"]
+               "--namespace", namespace, "--workers", str(workers), "--print-starts"]
+    elif kind == "bare":
+        cmd = [sys.executable, "-m", "bench.bare_client", "--kubeconfig", str(plane.kubeconfig),
+               "--namespace", namespace, "--concurrency", str(workers)]
     else:
         cmd = [sys.executable, "-m", "kopf", "run", "--standalone", "--quiet", "--namespace", namespace,
                str(ROOT / "bench" / "kopf_toy.py")]
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(profiler + cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
 
 
 def collect_starts(proc: subprocess.Popen[str], figures: Figures) -> threading.Thread:
@@ -117,13 +137,36 @@ def collect_starts(proc: subprocess.Popen[str], figures: Figures) -> threading.T
     return thread
 
 
-async def run_one(kind: str, plane: LocalControlPlane, client: KubeClient, objects: int) -> Figures:
+async def run_bare(plane: LocalControlPlane, client: KubeClient, objects: int, workers: int) -> Figures:
+    """Throughput only: the bare client exits when it has patched every object."""
+    namespace = "bench-bare"
+    await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+    await create_many(client, namespace, 0, objects)
+    figures = Figures("bare")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    proc = start_operator("bare", plane, namespace, workers)
+    await wait_annotated(client, namespace, objects)  # measured as the operators are, by the same polling
+    elapsed = time.monotonic() - started
+    code = await asyncio.to_thread(proc.wait)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if code != 0:
+        raise RuntimeError(f"bare client exited with {code}")
+    figures.objects_per_second = objects / elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    figures.cpu_per_1000 = cpu / objects * 1000
+    return figures
+
+
+async def run_one(kind: str, plane: LocalControlPlane, client: KubeClient, objects: int, workers: int) -> Figures:
+    if kind == "bare":
+        return await run_bare(plane, client, objects, workers)
     namespace = f"bench-{kind}"
     await client.create(NAMESPACES, {"metadata": {"name": namespace}})
     await create_many(client, namespace, 0, objects)
     figures = Figures(kind)
     started = time.monotonic()
-    proc = start_operator(kind, plane, namespace)
+    proc = start_operator(kind, plane, namespace, workers)
     collect_starts(proc, figures)
     try:
         await wait_annotated(client, namespace, objects)
@@ -147,7 +190,10 @@ async def run_one(kind: str, plane: LocalControlPlane, client: KubeClient, objec
             await wait_annotated(client, namespace, 10_000)
         figures.rss_mib = rss_mib(proc.pid)
     finally:
-        proc.terminate()
+        if PROFILE is not None:
+            proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT, not on SIGTERM
+        else:
+            proc.terminate()
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
@@ -156,24 +202,37 @@ async def run_one(kind: str, plane: LocalControlPlane, client: KubeClient, objec
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    kinds = [args.only] if args.only else ["ours", "kopf"]
+    kinds = args.only.split(",") if args.only else ["bare", "ours", "kopf"]
     with LocalControlPlane(controller_manager=False) as plane:
         client = await KubeClient.from_kubeconfig(plane.kubeconfig)
         try:
-            results = [await run_one(kind, plane, client, args.objects) for kind in kinds]
+            results = {kind: await run_one(kind, plane, client, args.objects, args.workers) for kind in kinds}
         finally:
             await client.close()
     print(f"{'operator':8} {'objects/s':>10} {'CPU s/1000':>11} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB @10k':>13}")
-    for f in results:
-        print(f"{f.name:8} {f.objects_per_second:10.1f} {f.cpu_per_1000:11.2f} {f.p50_ms:8.1f} {f.p99_ms:8.1f} "
-              f"{f.rss_mib:13.1f}")
+    for f in results.values():
+        latency = f"{f.p50_ms:8.1f} {f.p99_ms:8.1f}" if f.starts else f"{'-':>8} {'-':>8}"
+        rss = f"{f.rss_mib:13.1f}" if f.rss_mib else f"{'-':>13}"
+        print(f"{f.name:8} {f.objects_per_second:10.1f} {f.cpu_per_1000:11.2f} {latency} {rss}")
+    ours = results.get("ours")
+    for other, label in (("bare", "the limit (bare client); goal >= 0.85"), ("kopf", "kopf")):
+        if ours is not None and other in results:
+            ratio = ours.objects_per_second / results[other].objects_per_second
+            print(f"ours / {other}: {ratio:.2f}x  ({label})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=5000)
-    parser.add_argument("--only", choices=["ours", "kopf"])
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--workers", type=int, default=32,
+                        help="our operator's workers and the bare client's concurrent patches (the same number)")
+    parser.add_argument("--only", help="comma-separated subset of bare,ours,kopf (default: all three)")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="run ours and bare under py-spy (pip install -e '.[bench]'); collapsed stacks in DIR")
+    args = parser.parse_args()
+    global PROFILE
+    PROFILE = args.profile
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,10 @@ from urllib.parse import quote, urlencode, urlsplit
 import aiohttp
 import aiohttp.http_exceptions
 import msgspec
+from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
+from yarl import URL
 
 from shared.kube.errors import ApiError, Unauthorized, api_error
 
@@ -96,6 +98,23 @@ class WatchEvent(msgspec.Struct, frozen=True):
 _event_decoder = msgspec.json.Decoder(WatchEvent)
 
 
+def proxy_for(host: str, configured: str | None = None) -> tuple[str | None, BasicAuth | None]:
+    """The proxy (URL, credentials) for requests to ``host`` (an ``https://name:port`` URL); (None, None): direct.
+
+    ``configured`` (the kubeconfig's ``proxy-url``) wins; otherwise the environment decides exactly as
+    aiohttp's ``trust_env`` does per request (``HTTPS_PROXY``/``HTTP_PROXY`` by scheme, ``NO_PROXY``,
+    proxy credentials from ``~/.netrc``), and as client-go's ``http.ProxyFromEnvironment`` does.
+    Source: docs/runtime.md#client.
+    """
+    if configured:
+        return configured, None
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(host))
+    except LookupError:
+        return None, None
+    return str(proxy), auth
+
+
 class KubeClient:
     """Raw-bytes access to the API server over one shared HTTP session.
 
@@ -117,6 +136,12 @@ class KubeClient:
         self.hostname = urlsplit(self.host).netloc
         self.on_response: list[Any] = []
         """Callbacks ``(method, code, host)`` run after each response (e.g. rest_client_requests_total)."""
+        self.proxy, self._proxy_auth = proxy_for(self.host, self._config.proxy)
+        """The proxy every request goes through (None: direct), resolved once here."""
+        # With trust_env, aiohttp looks the proxy and ~/.netrc up again on every request, each time in a
+        # worker thread: a third of the runtime's CPU at the API server's limit (docs/runtime.md#client).
+        # The proxy is resolved once above instead (client-go reads no netrc either).
+        self._session._trust_env = False
 
     # -- construction -------------------------------------------------------------------
 
@@ -202,7 +227,8 @@ class KubeClient:
             client_timeout = aiohttp.ClientTimeout(total=request_timeout or self.timeout)
             try:
                 async with self._session.request(
-                    method, self._url(path, query), data=body, headers=headers, timeout=client_timeout
+                    method, self._url(path, query), data=body, headers=headers, timeout=client_timeout,
+                    proxy=self.proxy, proxy_auth=self._proxy_auth,
                 ) as resp:
                     data = await resp.read()
                     self._observe(method, resp.status)
@@ -308,7 +334,8 @@ class KubeClient:
         client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=inactivity_timeout)
         try:
             async with self._session.get(self._url(resource.path(namespace), query), headers=headers,
-                                         timeout=client_timeout) as resp:
+                                         timeout=client_timeout, proxy=self.proxy,
+                                         proxy_auth=self._proxy_auth) as resp:
                 self._observe("WATCH", resp.status)
                 if resp.status != 200:
                     raise api_error(resp.status, await resp.read())
@@ -361,5 +388,5 @@ def decode(raw: bytes, into: type[T]) -> T:
 __all__ = [
     "APPLY_PATCH", "CONFIG_MAPS", "CUSTOM_RESOURCE_DEFINITIONS", "EVENTS", "JSON", "LEASES",
     "MERGE_PATCH", "NAMESPACES", "ApiError", "KubeClient", "Resource", "WatchBroken", "WatchEvent", "WatchStalled",
-    "decode",
+    "decode", "proxy_for",
 ]
