@@ -175,8 +175,10 @@ def route_allocation(obs: AllocationObserved) -> Routed:
     pool = route(alloc, obs.pools)
     if pool is None:
         return Routed()
-    candidates = free_members(pool, obs.members, claimed_by_others(obs.allocations, alloc))
-    position = queue_position(alloc, obs.allocations, obs.pools, pool)
+    claimed = obs.claimed if obs.claimed is not None else claimed_by_others(obs.allocations, alloc)
+    candidates = free_members(pool, obs.members, claimed)
+    position = (obs.queue_position if obs.queue_position is not None
+                else queue_position(alloc, obs.allocations, obs.pools, pool))
     return Routed(pool, candidates[position] if position < len(candidates) else None)
 
 

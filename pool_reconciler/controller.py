@@ -15,11 +15,12 @@ the heartbeat (docs/divergences.md#pool-reconciler-watches), both controllers wa
   mapped to their pool by the ``tatara.pleme.io/pool`` annotation and by their controller
   ownerReference; reset Jobs by their ``pool`` annotation.
 - **allocation controller** (:class:`AllocationReconciler`): primary EphemeralAllocations; a
-  member Process change requeues the allocation named in its ``allocation`` annotation and every
-  allocation waiting on its pool (so queued allocations wake as soon as a member frees); a pool
-  change requeues the namespace's waiting allocations (a new pool may match a ``NoMatchingPool``
-  one); an allocation's phase change or deletion requeues the allocations waiting behind it (FIFO
-  position, docs/behaviour.md#fifo-bind).
+  member Process change requeues the allocation named in its ``allocation`` annotation and, when the
+  member looks free, the head of its pool's queue (as many waiting allocations as the pool has free
+  members); a pool change requeues the namespace's waiting allocations (a new pool may match a
+  ``NoMatchingPool`` one); an allocation leaving a queue out of turn requeues the head of that queue.
+  The queues are an index (:class:`pool_reconciler.fifo.WaitingQueues`) filed by an allocation event
+  handler registered before the controller's own (docs/behaviour.md#fifo-bind).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ from pool_reconciler.decision import (
     PoolObserved,
 )
 from pool_reconciler.executor import Executor
+from pool_reconciler.fifo import WaitingQueues, is_waiting
 from pool_reconciler.members import member_state
 from pool_reconciler.pool_decide import pool_decide
-from pool_reconciler.routing import route
+from pool_reconciler.routing import free_members, route
 from shared.domain import annotations as ann
 from shared.domain import finalizers as fin
 from shared.domain.api.allocation import EphemeralAllocation
@@ -52,7 +54,7 @@ from shared.domain.manifests.batch import ObservedJob
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS
 from shared.kube.controller import Controller, Request, Result, generation_or_metadata_changed
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
-from shared.kube.informer import Informer, WatchEventType
+from shared.kube.informer import Informer, WatchEventType, object_key
 from shared.kube.live import decide_on_live
 from shared.kube.logcontext import log_context
 from shared.kube.meta import KubeObject
@@ -74,6 +76,17 @@ MEMBER_OF = "member-of"
 
 BY_NAMESPACE = "namespace"
 """Index of any object by its namespace."""
+
+BY_ASSIGNED = "assigned"
+"""Index of live (not Released, not Failed) allocations by ``<ns>/<member>`` of their ``status.assignedProcess``."""
+
+
+def assigned_member(allocation: EphemeralAllocation) -> list[str]:
+    """``<ns>/<member>`` the allocation's status names, while it is not Released or Failed."""
+    status = allocation.status
+    if status is None or status.assigned_process is None or allocation.phase.is_terminal:
+        return []
+    return [f"{allocation.metadata.namespace or 'default'}/{status.assigned_process.name}"]
 
 
 def pool_key(obj: Process | ObservedJob) -> list[str]:
@@ -201,6 +214,11 @@ class AllocationReconciler:
         self.spawn_timeout = spawn_timeout
         for informer in (allocations, pools, processes):
             informer.add_indexer(BY_NAMESPACE, namespace_of)
+        allocations.add_indexer(BY_ASSIGNED, assigned_member)
+        self.queues = WaitingQueues(self._route_key)
+        # Registered before the controller's own handlers, so a mapping below reads the index updated.
+        allocations.add_handler(self._file_allocation)
+        pools.add_handler(self._reroute)
         self.controller: Controller[EphemeralAllocation] = Controller("allocation", allocations, self.reconcile,
                                                                       workers=workers)
         self.controller.watches(processes, self._for_member)
@@ -210,6 +228,46 @@ class AllocationReconciler:
 
     def _waiting_in(self, namespace: str) -> list[EphemeralAllocation]:
         return [a for a in self.allocations.by_index(BY_NAMESPACE, namespace) if _waiting(a)]
+
+    # -- the FIFO index (pool_reconciler/fifo.py) ------------------------------------------------
+
+    def _route_key(self, allocation: EphemeralAllocation) -> str | None:
+        pool = route(allocation, self.pools.by_index(BY_NAMESPACE, allocation.metadata.namespace or "default"))
+        return f"{pool.metadata.namespace or 'default'}/{pool.metadata.name}" if pool is not None else None
+
+    def _file_allocation(self, event: WatchEventType, old: EphemeralAllocation | None,
+                         new: EphemeralAllocation) -> None:
+        key = object_key(new)
+        if event is WatchEventType.DELETED:
+            self.queues.discard(key)
+        else:
+            self.queues.upsert(key, new)
+
+    def _reroute(self, event: WatchEventType, old: EphemeralPool | None, new: EphemeralPool) -> None:
+        """A pool came, went or changed its spec or metadata: routing may differ, file everything again."""
+        if generation_or_metadata_changed(event, old, new):
+            self.queues.rebuild((object_key(a), a) for a in self.allocations.objects())
+
+    def _claimed(self, allocation: EphemeralAllocation) -> frozenset[str]:
+        """Members named in the ``status.assignedProcess`` of a live allocation other than ``allocation``."""
+        ns = allocation.metadata.namespace or "default"
+        claimed = {member for member in self.allocations.index_values(BY_ASSIGNED) if member.startswith(f"{ns}/")}
+        mine = assigned_member(allocation)
+        if mine:
+            holders = [object_key(a) for a in self.allocations.by_index(BY_ASSIGNED, mine[0])]
+            if holders == [object_key(allocation)]:
+                claimed.discard(mine[0])
+        return frozenset(member.split("/", 1)[1] for member in claimed)
+
+    def _head_of(self, pool: EphemeralPool) -> list[Request]:
+        """The allocations at the head of ``pool``'s queue that a free member could go to: as many as
+        the pool has free members, FIFO (those further back cannot bind until these leave the queue)."""
+        ns = pool.metadata.namespace or "default"
+        members = [p for p in self.processes.by_index(BY_NAMESPACE, ns) if ann.POOL in p.metadata.annotations]
+        claimed = frozenset(m.split("/", 1)[1] for m in self.allocations.index_values(BY_ASSIGNED)
+                            if m.startswith(f"{ns}/"))
+        free = len(free_members(pool, members, claimed))
+        return [Request(*key.split("/", 1)) for key in self.queues.head(f"{ns}/{pool.metadata.name}", free)]
 
     def _for_member(self, process: Process) -> Iterable[Request]:
         """The allocation bound to ``process`` and the allocations waiting on its pool."""
@@ -223,30 +281,34 @@ class AllocationReconciler:
             out.append(Request(ns, bound))
         if not could_be_bound(process):
             return out  # a member that is not free gives the waiting allocations nothing to bind
-        pools = self.pools.by_index(BY_NAMESPACE, ns)
-        for allocation in self._waiting_in(ns):
-            routed = route(allocation, pools)
-            if routed is not None and routed.metadata.name == pool_name:
-                out.append(Request.of(allocation))
+        pool = self.pools.get(f"{ns}/{pool_name}")
+        if pool is not None:
+            out.extend(self._head_of(pool))
         return out
 
     def _for_pool(self, pool: EphemeralPool) -> Iterable[Request]:
         return [Request.of(a) for a in self._waiting_in(pool.metadata.namespace or "default")]
 
     def _behind(self, allocation: EphemeralAllocation) -> Iterable[Request]:
+        """An allocation left (or joined) a queue out of turn: the head of that queue may now bind."""
         ns = allocation.metadata.namespace or "default"
-        return [Request.of(a) for a in self._waiting_in(ns) if a.metadata.name != allocation.metadata.name]
+        pool = route(allocation, self.pools.by_index(BY_NAMESPACE, ns))
+        if pool is None:
+            return []
+        return [r for r in self._head_of(pool) if r.name != allocation.metadata.name]
 
     def observe(self, allocation: EphemeralAllocation) -> AllocationObserved:
         """The snapshot of ``allocation``'s world from the caches (no API calls)."""
         ns = allocation.metadata.namespace or "default"
         members = tuple(p for p in self.processes.by_index(BY_NAMESPACE, ns) if ann.POOL in p.metadata.annotations)
+        key = object_key(allocation)
         return AllocationObserved(
             allocation=allocation,
             pools=tuple(self.pools.by_index(BY_NAMESPACE, ns)),
             members=members,
             now=self.clock(),
-            allocations=tuple(self.allocations.by_index(BY_NAMESPACE, ns)),
+            queue_position=self.queues.position(key) if is_waiting(allocation) else None,
+            claimed=self._claimed(allocation),
             spawn_timeout=self.spawn_timeout,
             heartbeat_seconds=self.heartbeat_seconds,
         )

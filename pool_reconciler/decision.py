@@ -179,7 +179,12 @@ class AllocationObserved:
         pools: EphemeralPools of the allocation's namespace.
         members: Processes carrying a ``tatara.pleme.io/pool`` annotation in that namespace.
         allocations: every EphemeralAllocation of the namespace (this one included) — for the FIFO
-            order of waiting allocations and for members already claimed in another's status.
+            order of waiting allocations and for members already claimed in another's status, when
+            ``queue_position`` / ``claimed`` are not given.
+        queue_position: how many allocations wait ahead of this one on its pool (the controller's
+            FIFO index, :class:`pool_reconciler.fifo.WaitingQueues`); None: computed from ``allocations``.
+        claimed: members named in the ``status.assignedProcess`` of another live allocation (the
+            controller's index); None: computed from ``allocations``.
         now: the current instant (UTC), injected.
         spawn_timeout: how long an allocation may wait for a member before it is Failed.
         heartbeat_seconds: the requeue interval.
@@ -190,6 +195,8 @@ class AllocationObserved:
     members: tuple[Process, ...]
     now: datetime
     allocations: tuple[EphemeralAllocation, ...] = ()
+    queue_position: int | None = None
+    claimed: frozenset[str] | None = None
     spawn_timeout: timedelta = DEFAULT_SPAWN_TIMEOUT
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
 

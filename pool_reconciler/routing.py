@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from pool_reconciler.fifo import fifo_key
 from pool_reconciler.members import belongs_to_pool, member_state
 from shared.domain import annotations as ann
 from shared.domain.api.allocation import EphemeralAllocation
-from shared.domain.api.codec import format_timestamp
 from shared.domain.api.pool import EphemeralPool, MatchKey, MemberState
 from shared.domain.api.process import Process
 
@@ -69,21 +69,20 @@ def free_members(pool: EphemeralPool, members: Sequence[Process], claimed: Colle
     return sorted(out, key=lambda m: m.metadata.name or "")
 
 
-def _fifo_key(a: EphemeralAllocation) -> tuple[str, str]:
-    created = a.metadata.creation_timestamp
-    return (format_timestamp(created) if created else "", a.metadata.name or "")
-
-
 def queue_position(
     me: EphemeralAllocation, allocations: Sequence[EphemeralAllocation], pools: Sequence[EphemeralPool],
     pool: EphemeralPool,
 ) -> int:
-    """How many allocations waiting on ``pool`` (routed there, not being deleted) were created before ``me``."""
+    """How many allocations waiting on ``pool`` (routed there, not being deleted) were created before ``me``.
+
+    The rule's reference form, a scan of every allocation; the controller reads the same number from
+    its index (:class:`pool_reconciler.fifo.WaitingQueues`)."""
+    mine = fifo_key(me)
     ahead = 0
     for other in allocations:
         if other.metadata.name == me.metadata.name or other.metadata.deletion_timestamp is not None:
             continue
-        if not other.phase.needs_pool_routing or _fifo_key(other) >= _fifo_key(me):
+        if not other.phase.needs_pool_routing or fifo_key(other) >= mine:
             continue
         routed = route(other, pools)
         if routed is not None and routed.metadata.name == pool.metadata.name:

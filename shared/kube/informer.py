@@ -201,6 +201,14 @@ class Informer(Generic[T]):
         """
         return [self._store[k] for k in sorted(self._indices[name].get(value, ()))]
 
+    def index_values(self, name: str) -> list[str]:
+        """Every value index ``name`` files at least one cached object under, unordered.
+
+        Raises:
+            KeyError: no indexer called ``name``.
+        """
+        return list(self._indices[name])
+
     def add_handler(self, handler: Callable[[WatchEventType, T | None, T], None]) -> None:
         """Call ``handler(type, old, new)`` on every change (including those a relist synthesizes)."""
         self._handlers.append(handler)

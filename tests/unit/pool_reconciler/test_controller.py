@@ -212,3 +212,20 @@ def test_only_a_free_looking_member_wakes_the_waiting_allocations() -> None:
     assert not could_be_bound(member("m1", ephemeral=True, annotations={ann.ALLOCATION: "a"}))
     assert not could_be_bound(member("m1", phase="Running"))
 
+
+
+def test_a_freed_member_wakes_only_as_many_waiting_allocations_as_there_are_free_members() -> None:
+    """FIFO (docs/behaviour.md#fifo-bind): with two free members, the two oldest waiting allocations
+    may bind; waking the others would only rewrite Queued (the O(n²) burst of issue 16)."""
+    client = FakeClient()
+    waiting = [alloc(f"w{i}", created=100 - i, status={"phase": "Queued", "message": "waiting"}) for i in range(5)]
+    bound = alloc("b", created=200, status={"phase": "Bound", "assignedProcess": {"name": "m0", "namespace": "pools"}})
+    reconciler = _allocations(client, bound, [member("m0", annotations={ann.ALLOCATION: "b"}), member("m1"),
+                                              member("m2")])
+    _cache(reconciler.allocations, *waiting)
+    woken = [str(r) for r in reconciler._for_member(member("m1"))]
+    assert woken == ["pools/w0", "pools/w1"]
+    # an allocation leaving the queue out of turn wakes the same head, never itself
+    gone = alloc("w0", created=100, status={"phase": "Failed"})
+    _cache(reconciler.allocations, gone)
+    assert [str(r) for r in reconciler._behind(gone)] == ["pools/w1", "pools/w2"]
