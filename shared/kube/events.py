@@ -15,7 +15,11 @@ client-go's ``tools/record`` recorder:
 - a per-object token bucket (burst :data:`SPAM_BURST` 25, one token per
   :data:`SPAM_REFILL_SECONDS` 300 s: client-go's ``EventSourceObjectSpamFilter``) drops the
   excess; drops are counted in :attr:`EventRecorder.stats`;
-- recording never raises into the caller: API failures are logged and counted.
+- recording never raises into the caller: API failures are logged and counted;
+- once :meth:`EventRecorder.run` runs (the manager runs it), :meth:`EventRecorder.emit` only queues:
+  :data:`SENDERS` background tasks write, so a reconcile never waits for an Event's request, and at
+  most :data:`MAX_QUEUED` wait (client-go's ``maxQueuedEvents``; more are dropped and counted), as
+  client-go's broadcaster does. Without ``run`` (tests, tools) ``emit`` writes before returning.
 
 The pure parts (:class:`~shared.kube.ratelimit.TokenBucket`, :func:`event_name`, :func:`format_time`,
 :func:`involved_object`, :func:`new_event`, :func:`repeat_patch`) are tested alone.
@@ -34,6 +38,7 @@ from typing import Any, Final
 
 import anyio
 import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from shared.kube.client import EVENTS, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound
@@ -45,6 +50,9 @@ log = logging.getLogger(__name__)
 __all__ = [
     "AGGREGATE_WINDOW",
     "CACHE_SIZE",
+    "FLUSH_SECONDS",
+    "MAX_QUEUED",
+    "SENDERS",
     "SPAM_BURST",
     "SPAM_REFILL_SECONDS",
     "Event",
@@ -67,6 +75,15 @@ SPAM_REFILL_SECONDS: Final = 300.0
 AGGREGATE_WINDOW: Final = 600.0
 """Seconds within which a repeat is folded into the existing Event (client-go
 ``defaultAggregateIntervalInSeconds``)."""
+
+MAX_QUEUED: Final = 1000
+"""Events waiting for a sender before new ones are dropped (client-go ``maxQueuedEvents``)."""
+
+FLUSH_SECONDS: Final = 5.0
+"""Seconds a cancelled :meth:`EventRecorder.run` keeps writing what is still queued (shutdown)."""
+
+SENDERS: Final = 4
+"""Background tasks writing queued Events (each series is still written in order: one lock per series)."""
 
 CACHE_SIZE: Final = 4096
 """Event series and spam buckets remembered, least recently used dropped first (client-go
@@ -180,7 +197,7 @@ class RecorderStats:
     aggregated: int = 0
     """Repeats folded into an existing Event (count bumped)."""
     dropped: int = 0
-    """Records dropped by the per-object spam filter."""
+    """Records dropped by the per-object spam filter, or because :data:`MAX_QUEUED` were waiting."""
     failed: int = 0
     """Records lost to an API error (logged)."""
 
@@ -242,10 +259,41 @@ class EventRecorder:
         self._buckets = _Lru(CACHE_SIZE)
         self._locks: dict[Any, anyio.Lock] = {}
         self._last_nanos = 0
+        self._queue: MemoryObjectSendStream[tuple[Resource, Any, Event]] | None = None
 
     async def emit(self, resource: Resource, obj: Any, event: Event) -> None:
-        """Record ``event`` about ``obj``; see :meth:`record`."""
-        await self.record(resource, obj, event.type, event.reason, event.message)
+        """Record ``event`` about ``obj`` (see :meth:`record`): queued for the senders while :meth:`run`
+        runs, so this returns at once; written before returning otherwise."""
+        if self._queue is None:
+            await self.record(resource, obj, event.type, event.reason, event.message)
+            return
+        try:
+            self._queue.send_nowait((resource, obj, event))
+        except anyio.WouldBlock:
+            self.stats.dropped += 1
+            log.warning("event %s dropped: %d events already wait to be written", event.reason, MAX_QUEUED)
+
+    async def run(self) -> None:
+        """Write queued Events with :data:`SENDERS` tasks until cancelled (a manager runnable); when
+        cancelled, what is still queued is written for up to :data:`FLUSH_SECONDS` more."""
+        send, receive = anyio.create_memory_object_stream[tuple[Resource, Any, Event]](MAX_QUEUED)
+        self._queue = send
+        try:
+            async with anyio.create_task_group() as tg:
+                for _ in range(SENDERS):
+                    tg.start_soon(self._send_queued, receive)
+        finally:
+            self._queue = None
+            send.close()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(FLUSH_SECONDS):
+                await self._send_queued(receive)  # ends when the queue is empty: the send side is closed
+            receive.close()
+
+    async def _send_queued(self, receive: MemoryObjectReceiveStream[tuple[Resource, Any, Event]]) -> None:
+        async for resource, obj, event in receive:
+            # taken off the queue, so finished even when the run is cancelled meanwhile (bounded)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(FLUSH_SECONDS):
+                await self.record(resource, obj, event.type, event.reason, event.message)
 
     async def record(self, resource: Resource, obj: Any, event_type: EventType, reason: str, message: str) -> None:
         """Record that ``reason``/``message`` happened to ``obj`` (a cached object of ``resource``).

@@ -6,10 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from shared.domain.api.codec import wire_decoder
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import Process, ProcessStatus
 from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient
+from shared.kube.informer import Informer, WatchEventType
 from tests.integration.reconciler.conftest import reconciler_running
 from tests.integration.reconciler.test_lifecycle import flux_process, phase_of, read
 from tests.support.kube import wait_for
@@ -53,19 +58,31 @@ async def test_a_cel_postcondition_gates_attestation(kc: KubeClient, namespace: 
 
 
 async def test_the_example_matrix_applies_and_every_environment_attests(kc: KubeClient, namespace: str) -> None:
+    """Each environment is ephemeral with ``teardownPolicy: Always``: it leaves Attested for Exiting at
+    once, so the statuses are taken from a watch (every change), not from polls that can miss Attested."""
     docs = compile_lisp(EXAMPLE.read_text(), namespace)
     names = [d["metadata"]["name"] for d in docs]
     assert len(names) == 4
-    async with reconciler_running(kc, namespace, heartbeat_seconds=1):
+    attested: dict[str, ProcessStatus] = {}
+
+    def record(event: WatchEventType, old: Process | None, new: Process) -> None:
+        if new.status is not None and new.phase is ProcessPhase.ATTESTED:
+            attested.setdefault(new.metadata.name or "", new.status)
+
+    watch = Informer(kc, PROCESSES, Process, namespace=namespace, decoder=wire_decoder(Process).decode)
+    watch.add_handler(record)
+    async with reconciler_running(kc, namespace, heartbeat_seconds=1), anyio.create_task_group() as tg:
+        tg.start_soon(watch.run)
+        await watch.wait_synced()
         for doc in docs:
             await kc.create(PROCESSES, doc, namespace)
 
         async def all_attested() -> bool:
-            return all([await phase_of(kc, namespace, name) == "Attested" for name in names])
+            return set(attested) == set(names)
 
         await wait_for(all_attested, timeout=90, what="the four matrix environments to attest")
-        for name in names:
-            status = (await read(kc, PROCESSES, name, namespace))["status"]
-            (row,) = status["boundary"]["postconditions"]
-            assert row["kind"] == "Cel"
-            assert row["satisfied"] is True
+        tg.cancel_scope.cancel()
+    for name in names:
+        (row,) = attested[name].boundary.postconditions
+        assert row.kind.value == "Cel"
+        assert row.satisfied is True
