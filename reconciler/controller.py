@@ -141,13 +141,15 @@ def concurrency_group(process: Process) -> list[str]:
 
 
 def leaves_slot(event: WatchEventType, old: Process | None, new: Process) -> bool:
-    """A change that can free a ``maxConcurrent`` slot or a place in line: a Process deleted, being
-    deleted, reaching Reaped, or moving to another group."""
+    """A change that frees a ``maxConcurrent`` slot or a place in line, or takes one (so the waiting
+    Processes' messages stay true): a Process deleted, being deleted, reaching Reaped, leaving Pending,
+    or moving to another group."""
     if event is WatchEventType.DELETED:
         return True
     if old is None:
         return False
     return ((new.phase is ProcessPhase.REAPED and old.phase is not ProcessPhase.REAPED)
+            or (old.phase is ProcessPhase.PENDING and new.phase is not ProcessPhase.PENDING)
             or (new.metadata.deletion_timestamp is not None and old.metadata.deletion_timestamp is None)
             or concurrency_key(old) != concurrency_key(new))
 
