@@ -7,6 +7,7 @@ of its sibling leaving."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -71,7 +72,7 @@ async def test_two_waiting_processes_start_one_at_a_time_oldest_first(kc: KubeCl
         await kc.create(PROCESSES, preview("older"), namespace)
         await kc.create(PROCESSES, preview("younger"), namespace)
         for name in ("older", "younger"):
-            await wait_for(lambda n=name: _message_starts(kc, namespace, n, "waiting: 1 of maxConcurrent=1"),
+            await wait_for(functools.partial(_message_starts, kc, namespace, name, "waiting: 1 of maxConcurrent=1"),
                            timeout=30, what=f"{name} to wait")
 
         await kc.delete(PROCESSES, "holder", namespace)

@@ -117,7 +117,7 @@ async def test_exports_run_as_jobs_and_a_failed_one_does_not_block(kc: KubeClien
 
         async def still_waiting() -> bool:
             status = (await read(kc, PROCESSES, "pr", namespace))["status"]
-            return status["message"] == "releasing — waiting for 1 export Job(s) (succeeded=0, failed=1)"
+            return bool(status["message"] == "releasing — waiting for 1 export Job(s) (succeeded=0, failed=1)")
 
         await wait_for(still_waiting, timeout=30, what="Releasing to count the failed export and wait on the other")
         await finish_job(kc, namespace, "pr-export-0", succeeded=True)
@@ -139,7 +139,7 @@ async def test_a_job_deleted_before_it_finished_is_started_again(kc: KubeClient,
 
         async def running() -> bool:
             status = (await read(kc, PROCESSES, "lost", namespace))["status"]
-            return status["message"] == "releasing — waiting for 1 export Job(s) (succeeded=0, failed=0)"
+            return bool(status["message"] == "releasing — waiting for 1 export Job(s) (succeeded=0, failed=0)")
 
         await wait_for(running, timeout=30, what="Releasing to record that it started the Job")
         await kc.delete(JOBS, "lost-export-0", namespace, propagation_policy="Background")

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from reconciler.concurrency import Admission, Sibling, admission, concurrency_key, holds_slot
+from reconciler.controller import leaves_slot
 from reconciler.phases import decide
 from shared.domain.api.phase import ProcessPhase as P
 from shared.domain.api.process import Process
 from shared.kube.events import Event
+from shared.kube.informer import WatchEventType
 from tests.unit.reconciler.test_phases import goes_to, make, obs, sent
 
 APP = {"aplicacao": {"chartRef": "oci://charts/demo", "version": "1.0.0"}}
@@ -23,12 +25,15 @@ T1 = datetime(2025, 6, 1, 11, 1, tzinfo=UTC)
 
 def capped(cap: int | None = 1, *, created: str = "2025-06-01T11:00:30Z", name: str = "me",
            lifetime: dict[str, Any] | None = None, identity: dict[str, Any] | None = None,
-           intent: dict[str, Any] | None = None, **status: Any) -> Process:
+           intent: dict[str, Any] | None = None, phase_: str = "Pending", deleting: bool = False,
+           **status: Any) -> Process:
     eph: dict[str, Any] = {} if cap is None else {"maxConcurrent": cap}
     spec: dict[str, Any] = {"intent": intent or APP, "lifetime": lifetime or {"ephemeral": eph}}
     if identity is not None:
         spec["identity"] = identity
-    return make("Pending", spec=spec, meta={"name": name, "creationTimestamp": created}, **status)
+    meta: dict[str, Any] = {"name": name, "creationTimestamp": created,
+                            **({"deletionTimestamp": "2025-06-01T12:00:00Z"} if deleting else {})}
+    return make(phase_, spec=spec, meta=meta, **status)
 
 
 @pytest.mark.parametrize(("process", "key"), [
@@ -110,3 +115,26 @@ def test_a_waiting_process_says_why_once_and_is_not_polled() -> None:
 def test_an_admitted_process_forks() -> None:
     d = decide(obs(capped(1), siblings=(sib("a", P.REAPED),)))
     goes_to(d, P.PENDING, P.FORKING)
+
+
+@pytest.mark.parametrize(("event", "old", "new", "wakes"), [
+    (WatchEventType.DELETED, None, capped(phase_="Attested"), True),
+    (WatchEventType.MODIFIED, capped(phase_="Zombie"), capped(phase_="Reaped"), True),
+    (WatchEventType.MODIFIED, capped(), capped(phase_="Forking"), True),
+    (WatchEventType.MODIFIED, capped(phase_="Attested"), capped(phase_="Attested", deleting=True), True),
+    (WatchEventType.MODIFIED, capped(phase_="Attested"), capped(phase_="Attested", identity={"nameOverride": "x"}),
+     True),
+    (WatchEventType.MODIFIED, capped(phase_="Running"), capped(phase_="Attested"), False),
+    (WatchEventType.ADDED, None, capped(), False),
+], ids=[
+    "a sibling deleted frees its slot",
+    "a sibling reaching Reaped frees its slot",
+    "a sibling leaving Pending takes a slot (the waiting messages change)",
+    "a sibling starting to be deleted leaves the line",
+    "a sibling moving to another group frees its slot",
+    "a holder moving between slot-holding phases changes nothing",
+    "a new Process frees nothing",
+])
+def test_which_sibling_changes_wake_the_waiting(event: WatchEventType, old: Process | None, new: Process,
+                                                wakes: bool) -> None:
+    assert leaves_slot(event, old, new) is wakes

@@ -31,7 +31,7 @@ from shared.domain.manifests.batch import JobCondition, JobStatus, ObservedJob
 from shared.kube.meta import ObjectMeta, as_json
 
 CREATED = datetime(2025, 6, 1, 11, 0, tzinfo=UTC)
-MARKER = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
+MARKER: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
 REPORT_HTTP = {"source": {"testReport": {"configmap": "results", "key": "junit.xml", "format": "Junit"}},
                "channel": {"httpEvent": {"endpoint": "http://127.0.0.1:9/ingest", "signalType": "test.report"}},
                "when": "Always"}
@@ -160,8 +160,8 @@ def test_which_exports_fire_on_the_gate(annotation: str | None, gate: P, indices
 
 # ── where each export stands ───────────────────────────────────────────────────
 
-BAD_CHANNEL = {"source": {"runMarker": {}}, "channel": {"stdout": {}, "httpEvent": {"signalType": "x"}}}
-NO_SOURCE = {"source": {}, "channel": {"stdout": {}}}
+BAD_CHANNEL: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}, "httpEvent": {"signalType": "x"}}}
+NO_SOURCE: dict[str, Any] = {"source": {}, "channel": {"stdout": {}}}
 
 
 @pytest.mark.parametrize(("jobs", "receipts", "started", "expected"), [

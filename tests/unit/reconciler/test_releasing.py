@@ -16,9 +16,9 @@ from shared.kube.events import Event
 from shared.kube.meta import ObjectMeta
 from tests.unit.reconciler.test_phases import goes_to, make, obs, sent
 
-MARKER = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
-ON_FAILED = {"source": {"runMarker": {}}, "channel": {"stdout": {}}, "when": "OnFailed"}
-INVALID = {"source": {"runMarker": {}}, "channel": {}}
+MARKER: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
+ON_FAILED: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}}, "when": "OnFailed"}
+INVALID: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {}}
 DONE = (("SuccessCriteriaMet", "True"), ("Complete", "True"))
 FAILED = (("FailureTarget", "True"), ("Failed", "True"))
 
