@@ -243,8 +243,10 @@ def decide_pending(observed: Observed, deps: Deps) -> Decision:
     if not gate.admitted:
         if _status_message(process) == gate.message:
             return Decision()
-        return Decision(status=_message_write(observed, gate.message, reason="MaxConcurrent"),
-                        events=(Event.normal("MaxConcurrent", gate.message),))
+        status = _message_write(observed, gate.message, reason="MaxConcurrent")
+        if process.status is None:  # a new Process: say its phase too, so `kubectl get` shows Pending
+            status = merged(status, StatusPatch(phase=_P.PENDING, phase_since=observed.now))
+        return Decision(status=status, events=(Event.normal("MaxConcurrent", gate.message),))
     identity = derive_identity(process.spec)
     start_suspended = process.spec.signals.start_suspended
     message = f"declared {identity.name}"

@@ -47,7 +47,7 @@ async def test_the_second_process_waits_until_the_first_is_gone(kc: KubeClient, 
 
         await wait_for(second_waits, timeout=30, what="second to say it waits for first")
         status = (await read(kc, PROCESSES, "second", namespace))["status"]
-        assert status.get("phase", "Pending") == "Pending"
+        assert status["phase"] == "Pending"
         assert "pid" not in status
         ready = next(c for c in status["conditions"] if c["type"] == "Ready")
         assert (ready["status"], ready["reason"]) == ("False", "MaxConcurrent")

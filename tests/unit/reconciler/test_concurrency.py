@@ -107,6 +107,10 @@ def test_a_waiting_process_says_why_once_and_is_not_polled() -> None:
     assert sent(d)["conditions"][0]["reason"] == "MaxConcurrent"
     assert d.events == (Event.normal("MaxConcurrent", "waiting: 1 of maxConcurrent=1 running: ns/a"),)
     assert d.requeue_after is None  # woken by the sibling leaving, not by a timer
+    assert "phase" not in sent(d)  # it has a status already: the phase stays as it is
+    fresh = decide(obs(make(None, spec={"intent": APP, "lifetime": {"ephemeral": {}}}),
+                       siblings=(sib("a", P.RUNNING),)))
+    assert (sent(fresh)["phase"], sent(fresh)["phaseSince"]) == ("Pending", "2025-06-01T12:00:00Z")
     again = decide(obs(capped(1, message="waiting: 1 of maxConcurrent=1 running: ns/a"),
                        siblings=(sib("a", P.RUNNING),)))
     assert (again.status, again.events, again.requeue_after) == (None, (), None)
