@@ -322,7 +322,8 @@ class ProcessReconciler:
                     key = (manifest.metadata.namespace or "default", manifest.metadata.name or "")
                     self._expected_jobs[key] = (process.metadata.uid or "", index, now)
         t = decision.transition
-        if t is not None and t.source is ProcessPhase.PENDING and concurrency_key(process) is not None:
+        if (t is not None and (t.source, t.target) == (ProcessPhase.PENDING, ProcessPhase.FORKING)
+                and concurrency_key(process) is not None):
             self._admitted[_ref(process)] = now
 
     async def _with_pid(self, observed: Observed, decision: Decision) -> Decision:

@@ -60,6 +60,8 @@ TTL_SECONDS_AFTER_FINISHED: Final = 3600
 _RESOURCES: Final = ResourceRequirements(requests={"cpu": "10m", "memory": "32Mi"},
                                          limits={"cpu": "200m", "memory": "128Mi"})
 _CONFIG_MAP: Final = ("v1", "ConfigMap")
+MAX_JOB_NAME: Final = 63
+"""A Job's name is also its pods' ``batch.kubernetes.io/job-name`` label value: at most 63 characters."""
 _P = ProcessPhase
 
 
@@ -151,7 +153,8 @@ class ExportState(Enum):
     """One applicable export in Releasing."""
 
     INVALID = "Invalid"
-    """Its ``source`` or ``channel`` union has zero or several variants: not run, counted failed."""
+    """Its ``source`` or ``channel`` union has zero or several variants, or its Job name would be too
+    long: not run, counted failed."""
     START = "Start"
     """No Job (and no receipt of a finished run): its Job is to be applied."""
     RUNNING = "Running"
@@ -179,6 +182,13 @@ def _union_error(export: ExportSpec) -> str | None:
     except VariantError as err:
         return str(err)
     return None
+
+
+def _name_error(process: Process, index: int) -> str | None:
+    name = export_job_name(process, index)
+    if len(name) <= MAX_JOB_NAME:
+        return None
+    return f"Job name {name} is longer than {MAX_JOB_NAME} characters (the Process name is too long for export Jobs)"
 
 
 def _receipt(process: Process, index: int, fetched: Mapping[ChildRef, ChildState]) -> ReceiptEnvelope | None:
@@ -219,7 +229,7 @@ def export_runs(process: Process, gate: ProcessPhase, jobs: Mapping[int, Observe
     """
     out: list[ExportRun] = []
     for index, export in applicable(process, gate):
-        error = _union_error(export)
+        error = _union_error(export) or _name_error(process, index)
         if error is not None:
             out.append(ExportRun(index, export, ExportState.INVALID, error))
             continue

@@ -11,6 +11,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import pytest
 
 from reconciler.children import ChildRef, ChildState
@@ -211,3 +212,16 @@ def test_receipts_are_read_for_missing_and_failed_jobs_in_releasing_only() -> No
     names = [r.name for r in receipt_refs(p, jobs)]
     assert names == ["pr-7-export-1-receipt", "pr-7-export-2-receipt"]
     assert receipt_refs(process([MARKER], phase="Attested"), {}) == []
+
+
+
+@pytest.mark.parametrize(("length", "state"), [(54, ExportState.START), (55, ExportState.INVALID)],
+                         ids=["a 63-character Job name is fine", "a 64-character Job name cannot be created"])
+def test_an_export_job_name_must_fit_a_label_value(length: int, state: ExportState) -> None:
+    name = "p" * length
+    long = msgspec.structs.replace(process([MARKER]), metadata=ObjectMeta(name=name, namespace="previews"))
+    (run,) = export_runs(long, P.ATTESTED, {}, {}, started=False)
+    assert run.state is state
+    if state is ExportState.INVALID:
+        assert run.detail == (f"Job name {name}-export-0 is longer than 63 characters "
+                              "(the Process name is too long for export Jobs)")
