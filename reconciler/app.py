@@ -1,4 +1,5 @@
-"""Assembles the tatara-reconciler: client → manager → informers → Process controller, table writer.
+"""Assembles the tatara-reconciler: client → manager → informers (Processes, children, export Jobs) →
+Process controller, table writer.
 
 :func:`build` is shared by the binary (:mod:`reconciler.main`) and the integration tests, so
 both run the same wiring. The child kinds are :data:`reconciler.render.RENDERED_KINDS`, resolved
@@ -19,17 +20,21 @@ from reconciler.config import ReconcilerConfig
 from reconciler.controller import ChildObject, ProcessReconciler
 from reconciler.decision import Observed
 from reconciler.executor import Executor
+from reconciler.exports import ExportJobConfig, export_job
 from reconciler.metrics import ProcessMetrics
 from reconciler.phases import Deps, decide
 from reconciler.pid import allocate_pid
 from reconciler.prefetch import Prefetcher
 from reconciler.render import RENDERED_KINDS, Manifest, RoutingConfig, render_children
 from reconciler.table import TableKeeper, TableStatusWriter
+from shared.domain import labels
 from shared.domain.api.codec import wire_decoder
+from shared.domain.api.export import ExportSpec
 from shared.domain.api.process import Process
 from shared.domain.api.table import ProcessTable
 from shared.domain.group import key
-from shared.domain.resources import PROCESS_TABLES, PROCESSES
+from shared.domain.manifests.batch import Job, ObservedJob
+from shared.domain.resources import JOBS, PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.events import EventRecorder
@@ -98,13 +103,23 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     def render(observed: Observed) -> list[Manifest]:
         return render_children(observed.process, owner_uid=observed.process.metadata.uid or "", routing=routing)
 
+    worker = ExportJobConfig(config.export_worker_image, config.export_worker_service_account)
+
+    def render_export_job(observed: Observed, index: int, export: ExportSpec) -> Job:
+        return export_job(observed.process, index, export, owner_uid=observed.process.metadata.uid or "",
+                          config=worker)
+
     prefetch = Prefetcher(client, mapper, config.prometheus_url)
     manager.add_runnable(prefetch.run)
     keeper = TableKeeper(client, recorder=recorder)  # one per replica: remembers the sequence numbers it won
+    # Only our export Jobs are cached (docs/behaviour.md#releasing): a change of one requeues its Process.
+    jobs = manager.informer(JOBS, ObservedJob, namespace=namespace,
+                            label_selector=f"{labels.ROLE}={labels.ROLE_EXPORT}")
     reconciler = ProcessReconciler(client, processes, executor, functools.partial(allocate_pid, client, keeper=keeper),
                                    heartbeat_seconds=config.heartbeat_seconds,
-                                   decide=functools.partial(decide, deps=Deps(render=render)), clock=clock,
-                                   prefetch=prefetch)
+                                   decide=functools.partial(decide, deps=Deps(render=render,
+                                                                              export_job=render_export_job)),
+                                   clock=clock, prefetch=prefetch, jobs=jobs)
     manager.add(reconciler.controller)
     manager.before_start(functools.partial(watch_rendered_kinds, mapper, manager, reconciler, namespace))
 

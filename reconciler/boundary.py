@@ -25,7 +25,7 @@ from reconciler.decision import Observed
 from shared.domain.api.boundary import Condition, ConditionKind
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import CheckedCondition, Process
-from shared.domain.api.receipt import ReceiptError, parse_either
+from shared.domain.api.receipt import ReceiptEnvelope, ReceiptError, parse_either
 from shared.domain.duration import parse_duration
 from shared.domain.resources import HELM_RELEASES, KUSTOMIZATIONS
 
@@ -40,6 +40,7 @@ __all__ = [
     "check",
     "evaluate",
     "promql_queries",
+    "receipt_of",
     "referenced_refs",
     "timeout_exceeded",
 ]
@@ -177,21 +178,32 @@ def _job_counts(job: ChildState) -> tuple[int, int, int]:
     return count("succeeded"), count("failed"), count("active")
 
 
+def receipt_of(config_map: ChildState) -> ReceiptEnvelope:
+    """The receipt a ConfigMap holds: ``data["receipt.json"]``, else ``data["receipt.yaml"]``, parsed
+    JSON first, YAML second (docs/wire-format.md#receipts).
+
+    Raises:
+        ReceiptError: neither key holds a string (``ConfigMap missing data['receipt.json' |
+            'receipt.yaml'] string key``), or the value does not parse or has the wrong shape.
+    """
+    data = config_map.object.get("data")
+    data = data if isinstance(data, Mapping) else {}
+    payload = data.get("receipt.json")
+    if not isinstance(payload, str):
+        payload = data.get("receipt.yaml")
+    if not isinstance(payload, str):
+        raise ReceiptError("ConfigMap missing data['receipt.json' | 'receipt.yaml'] string key")
+    return parse_either(payload)
+
+
 def _receipt(observed: Observed, ns: str, cm: str, expected_root: str | None) -> str | None:
     """The receipt check (docs/wire-format.md#receipts): None when the receipt verifies, ``"missing"`` or
     a malformed reason otherwise."""
     state = _lookup(observed, _CONFIG_MAP, ns, cm)
     if state is None:
         return "missing"
-    data = state.object.get("data")
-    data = data if isinstance(data, Mapping) else {}
-    payload = data.get("receipt.json")
-    if not isinstance(payload, str):
-        payload = data.get("receipt.yaml")
-    if not isinstance(payload, str):
-        return "ConfigMap missing data['receipt.json' | 'receipt.yaml'] string key"
     try:
-        parse_either(payload).expect_root(expected_root)
+        receipt_of(state).expect_root(expected_root)
     except ReceiptError as err:
         return str(err)
     return None

@@ -7,9 +7,10 @@ One reconcile of one Process reads top to bottom here (:meth:`ProcessReconciler.
    :func:`~reconciler.phases.holds_finalizer`, and comes off once a decision is ``released``
    (Reaped); a deleting Process without it is not ours to run down;
 3. the snapshot (:meth:`ProcessReconciler.observe`): owned children of every rendered kind (by
-   controller ownerReference UID), child Processes (by parent PID), dependencies, the Processes by
-   ``<ns>/<name>`` and by PID (for the dependency checks of docs/behaviour.md#dependencies), and the boundary
-   inputs the caches lack (:class:`~reconciler.prefetch.Prefetcher`);
+   controller ownerReference UID), export Jobs (by the same), child Processes (by parent PID),
+   dependencies, the Processes by ``<ns>/<name>`` and by PID (for the dependency checks of
+   docs/behaviour.md#dependencies), the ``maxConcurrent`` siblings of a Pending Process, and the boundary
+   inputs and receipts the caches lack (:class:`~reconciler.prefetch.Prefetcher`);
 4. the pure decision (:func:`reconciler.phases.decide`); one that allocates a PID is made on the
    live object (:func:`shared.kube.live.decide_on_live`), since the cache may lag our own last
    write and a PID must never be allocated twice;
@@ -18,35 +19,47 @@ One reconcile of one Process reads top to bottom here (:meth:`ProcessReconciler.
    (:func:`~reconciler.phases.pid_refused`);
 6. the :class:`~reconciler.executor.Executor` performs the writes; the status write of a live
    decision is guarded by that object's resourceVersion, and a 409 means "decide again soon".
+
+Two expectations bridge the lag between our own writes and the caches (as Kubernetes' ReplicaSet
+controller does): an export Job just applied counts as running until the Job cache has it, and a
+Process just admitted out of Pending counts as holding its ``maxConcurrent`` slot until the Process
+cache shows it past Pending. Pending decisions of capped Processes run one at a time, so two of them
+never take the last slot together (docs/behaviour.md#maxconcurrent).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Final
 
+import anyio
 import msgspec
 
 from reconciler.children import ChildRef, ChildState, child_state
+from reconciler.concurrency import Sibling, concurrency_key, sibling_of
 from reconciler.decision import Decision, Observed
 from reconciler.dependencies import depends_on_refs
 from reconciler.executor import Executor
+from reconciler.exports import export_index
 from reconciler.phases import TICK, decide, holds_finalizer, pid_granted, pid_refused
 from reconciler.pid import PidRefused
 from reconciler.prefetch import Prefetcher
 from shared.domain import finalizers as fin
 from shared.domain.api.codec import decode_process
+from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.group import GROUP
+from shared.domain.manifests.batch import Job, ObservedJob
 from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.errors import Conflict
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
-from shared.kube.informer import Informer
+from shared.kube.informer import Informer, WatchEventType
 from shared.kube.live import Basis, decide_on_live
 from shared.kube.logcontext import log_context
 from shared.kube.meta import ObjectMeta
@@ -67,8 +80,15 @@ OWN_PID = "pid"
 DEPENDS_ON = "depends-on"
 """Index of Processes by the ``<ns>/<name>`` of each Process their ``spec.dependsOn`` names."""
 
+CONCURRENCY = "concurrency-key"
+"""Index of Processes by their ``maxConcurrent`` group (:func:`~reconciler.concurrency.concurrency_key`)."""
+
 CONFLICT_REQUEUE: Final = TICK
 """Seconds before deciding again when a guarded status write met a newer object (409)."""
+
+EXPECTATION_SECONDS: Final = 30.0
+"""How long an expectation (a Job applied, a Process admitted) stands in for a cache that has not
+caught up; after that the cache is believed."""
 
 PidAllocator = Callable[[Process], Awaitable[str]]
 """``await allocate(process) -> pid``, raising :class:`~reconciler.pid.PidRefused` (the ProcessTable in the binary)."""
@@ -96,7 +116,7 @@ def child_document(resource: Resource, child: ChildObject) -> dict[str, object]:
     return doc
 
 
-def controller_owner_uids(obj: ChildObject) -> list[str]:
+def controller_owner_uids(obj: ChildObject | ObservedJob) -> list[str]:
     """UIDs of ``obj``'s controller ownerReferences (a rendered child has exactly one)."""
     return [ref.uid for ref in obj.metadata.owner_references if ref.controller]
 
@@ -113,6 +133,29 @@ def own_pid(process: Process) -> list[str]:
 def parent_pid(process: Process) -> list[str]:
     parent = process.spec.identity.parent if process.spec.identity else None
     return [parent] if parent else []
+
+
+def concurrency_group(process: Process) -> list[str]:
+    key = concurrency_key(process)
+    return [key] if key else []
+
+
+def leaves_slot(event: WatchEventType, old: Process | None, new: Process) -> bool:
+    """A change that frees a ``maxConcurrent`` slot or a place in line, or takes one (so the waiting
+    Processes' messages stay true): a Process deleted, being deleted, reaching Reaped, leaving Pending,
+    or moving to another group."""
+    if event is WatchEventType.DELETED:
+        return True
+    if old is None:
+        return False
+    return ((new.phase is ProcessPhase.REAPED and old.phase is not ProcessPhase.REAPED)
+            or (old.phase is ProcessPhase.PENDING and new.phase is not ProcessPhase.PENDING)
+            or (new.metadata.deletion_timestamp is not None and old.metadata.deletion_timestamp is None)
+            or concurrency_key(old) != concurrency_key(new))
+
+
+def _ref(process: Process) -> str:
+    return f"{process.metadata.namespace or 'default'}/{process.metadata.name}"
 
 
 def needs_live(decision: Decision) -> bool:
@@ -172,13 +215,14 @@ class ProcessReconciler:
         decide: the pure decision (default :func:`reconciler.phases.decide`).
         clock: now (UTC), injectable for tests.
         prefetch: fetches boundary inputs the caches lack (PromQL, referenced Jobs/ConfigMaps/…); None: none.
+        jobs: informer of export Jobs (label ``tatara.pleme.io/role=export``); None: no export Jobs seen.
     """
 
     def __init__(self, client: KubeClient, processes: Informer[Process], executor: Executor,
                  allocate_pid: PidAllocator, *, heartbeat_seconds: float = 30.0, workers: int = 4,
                  decide: Callable[[Observed], Decision] = decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 prefetch: Prefetcher | None = None) -> None:
+                 prefetch: Prefetcher | None = None, jobs: Informer[ObservedJob] | None = None) -> None:
         self.client = client
         self.processes = processes
         self.executor = executor
@@ -199,6 +243,19 @@ class ProcessReconciler:
         # A Process's change requeues the Processes whose dependsOn names it (no 30 s poll).
         processes.add_indexer(DEPENDS_ON, dependency_refs)
         self.controller.watches(processes, self._dependents_of)
+        # A Process leaving its maxConcurrent slot (Reaped, deleted) wakes the Pending ones of its group.
+        processes.add_indexer(CONCURRENCY, concurrency_group)
+        self.controller.watches(processes, self._waiting_siblings_of, predicates=(leaves_slot,))
+        self._gate = anyio.Lock()
+        self._admitted: dict[str, float] = {}
+        """``<ns>/<name>`` → when this replica wrote it Forking out of Pending (a capped Process)."""
+        # An export Job's change (created, finished, deleted) requeues its Process.
+        self.jobs = jobs
+        self._expected_jobs: dict[tuple[str, str], tuple[str, int, float]] = {}
+        """``(ns, Job name)`` → (owner uid, export index, when applied), until the Job cache has it."""
+        if jobs is not None:
+            jobs.add_indexer(OWNER_UID, controller_owner_uids)
+            self.controller.owns(jobs, kind="Process", group=GROUP)
 
     def watch_children(self, informer: Informer[ChildObject]) -> None:
         """Treat ``informer``'s objects as children: in the snapshot by owner UID, and a change of one
@@ -215,6 +272,10 @@ class ProcessReconciler:
         return [Request.of(child) for pid in own_pid(process) for child in self.processes.by_index(PARENT_PID, pid)
                 if child.status is None or not child.status.pid]
 
+    def _waiting_siblings_of(self, process: Process) -> list[Request]:
+        return [Request.of(p) for key in concurrency_group(process) for p in self.processes.by_index(CONCURRENCY, key)
+                if p.phase is ProcessPhase.PENDING and _ref(p) != _ref(process)]
+
     def _parents_of(self, process: Process) -> list[Request]:
         return [Request.of(parent) for pid in parent_pid(process) for parent in self.processes.by_index(OWN_PID, pid)]
 
@@ -228,7 +289,13 @@ class ProcessReconciler:
 
     async def _converge(self, step: Apply[Process] | Cleanup[Process]) -> Outcome:
         """Steps 3–6 of the module docstring for the cached Process ``step.obj`` (live or deleting alike:
-        the phase machine handles deletion itself)."""
+        the phase machine handles deletion itself); one at a time for capped Pending Processes."""
+        if step.obj.phase is ProcessPhase.PENDING and concurrency_key(step.obj) is not None:
+            async with self._gate:
+                return await self._converge_once(step)
+        return await self._converge_once(step)
+
+    async def _converge_once(self, step: Apply[Process] | Cleanup[Process]) -> Outcome:
         observed = await self.observe(step.obj)
         with log_context(phase=step.obj.phase.value):
             basis = await decide_on_live(self.client, PROCESSES, step.obj,
@@ -242,7 +309,22 @@ class ProcessReconciler:
             except Conflict:
                 log.debug("the Process changed since the live read; deciding again in %.0f s", CONFLICT_REQUEUE)
                 return Outcome(Result.after(CONFLICT_REQUEUE))
+            self._expect(basis.obj, decision)
             return Outcome(Result(requeue_after=decision.requeue_after), released=decision.released)
+
+    def _expect(self, process: Process, decision: Decision) -> None:
+        """Remember what ``decision`` wrote that the caches will show only later."""
+        now = time.monotonic()
+        for manifest in decision.apply:
+            if isinstance(manifest, Job):
+                index = export_index(ObservedJob(metadata=manifest.metadata))
+                if index is not None:
+                    key = (manifest.metadata.namespace or "default", manifest.metadata.name or "")
+                    self._expected_jobs[key] = (process.metadata.uid or "", index, now)
+        t = decision.transition
+        if (t is not None and (t.source, t.target) == (ProcessPhase.PENDING, ProcessPhase.FORKING)
+                and concurrency_key(process) is not None):
+            self._admitted[_ref(process)] = now
 
     async def _with_pid(self, observed: Observed, decision: Decision) -> Decision:
         """``decision`` with its PID, or the refusal instead; unchanged when it asks for none."""
@@ -264,19 +346,57 @@ class ProcessReconciler:
                     state = child_state(child_document(informer.resource, child))
                     children[state.ref] = state
         pid = process.status.pid if process.status else None
+        export_jobs = self._export_jobs(process)
         observed = Observed(
             process=process, now=self.clock(), children=children,
             child_processes=tuple(self.processes.by_index(PARENT_PID, pid)) if pid else (),
             dependencies={ref: self.processes.get(ref) for ref in dependency_refs(process)},
             processes_by_ref=_CacheView(self.processes), processes_by_pid=_PidView(self.processes),
-            heartbeat_seconds=self.heartbeat_seconds,
+            heartbeat_seconds=self.heartbeat_seconds, export_jobs=export_jobs, siblings=self._siblings(process),
         )
         if self.prefetch is None:
             return observed
         prometheus, referenced = await self.prefetch.boundary_inputs(process, children.keys())
-        if not (prometheus or referenced):
+        receipts = await self.prefetch.release_inputs(process, export_jobs)
+        if not (prometheus or referenced or receipts):
             return observed
-        return dataclasses.replace(observed, prometheus=prometheus, children={**referenced, **children})
+        return dataclasses.replace(observed, prometheus=prometheus,
+                                   children={**receipts, **referenced, **children})
+
+    def _export_jobs(self, process: Process) -> dict[int, ObservedJob]:
+        """This Process's export Jobs by export index: the cached ones, plus those applied by an earlier
+        pass the cache does not show yet (as Jobs that have not finished)."""
+        uid = process.metadata.uid
+        if not uid or self.jobs is None:
+            return {}
+        out: dict[int, ObservedJob] = {}
+        for job in self.jobs.by_index(OWNER_UID, uid):
+            index = export_index(job)
+            if index is not None:
+                out[index] = job
+        ns, now = process.metadata.namespace or "default", time.monotonic()
+        for key, (owner, index, since) in list(self._expected_jobs.items()):
+            cached = self.jobs.get(f"{key[0]}/{key[1]}")
+            if cached is not None or now - since > EXPECTATION_SECONDS:
+                del self._expected_jobs[key]
+            elif owner == uid and key[0] == ns:
+                out.setdefault(index, ObservedJob(metadata=ObjectMeta(name=key[1], namespace=ns)))
+        return out
+
+    def _siblings(self, process: Process) -> tuple[Sibling, ...]:
+        """The other Processes of a Pending Process's ``maxConcurrent`` group; one admitted by this
+        replica that the cache still shows Pending counts as Forking."""
+        key = concurrency_key(process) if process.phase is ProcessPhase.PENDING else None
+        if key is None:
+            return ()
+        now, me = time.monotonic(), _ref(process)
+        for ref, since in list(self._admitted.items()):
+            cached = self.processes.get(ref)
+            if cached is None or cached.phase is not ProcessPhase.PENDING or now - since > EXPECTATION_SECONDS:
+                del self._admitted[ref]
+        return tuple(
+            sibling_of(p, ProcessPhase.FORKING if _ref(p) in self._admitted else None)
+            for p in self.processes.by_index(CONCURRENCY, key) if _ref(p) != me)
 
 
 def _guard(basis: Basis[Process, Decision]) -> str | None:

@@ -15,11 +15,13 @@ from datetime import datetime
 from typing import Literal
 
 from reconciler.children import ChildRef, ChildState
+from reconciler.concurrency import Sibling
 from reconciler.render import Manifest
 from reconciler.status import StatusPatch
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.api.signal import ProcessSignal
+from shared.domain.manifests.batch import Job, ObservedJob
 from shared.kube.events import Event
 
 __all__ = ["ChildSignal", "Decision", "Observed", "SignalCount", "Transition"]
@@ -42,6 +44,10 @@ class Observed:
             of the informer's PID index), for the parent check (docs/behaviour.md#dependencies).
         prometheus: PromQL query → scalar result already fetched (None: the query failed).
         heartbeat_seconds: the Attested heartbeat / poll interval (HEARTBEAT, docs/behaviour.md#timing).
+        export_jobs: this Process's export Jobs from the cache, by export index (docs/behaviour.md#releasing);
+            in Releasing, ``children`` also holds the receipt ConfigMaps :func:`reconciler.exports.receipt_refs` names.
+        siblings: the other Processes sharing this one's ``maxConcurrent`` group, read in Pending
+            (docs/behaviour.md#maxconcurrent).
     """
 
     process: Process
@@ -53,6 +59,8 @@ class Observed:
     processes_by_pid: Mapping[str, Process] = field(default_factory=dict)
     prometheus: Mapping[str, float | None] = field(default_factory=dict)
     heartbeat_seconds: float = 30.0
+    export_jobs: Mapping[int, ObservedJob] = field(default_factory=dict)
+    siblings: tuple[Sibling, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,7 +98,7 @@ class Decision:
     Attributes:
         status: merge patch of ``/status`` (None: no status write).
         transition: the phase change the status patch writes, if any.
-        apply: child manifests to server-side apply, in order.
+        apply: child manifests (and export Jobs) to server-side apply, in order.
         delete: children to delete.
         annotations: merge patch of the Process's own annotations (None strips a key, e.g. the signal).
         suspended: set ``spec.suspended`` (SIGSTOP/SIGCONT, ``startSuspended``) in the same merge patch
@@ -107,7 +115,7 @@ class Decision:
 
     status: StatusPatch | None = None
     transition: Transition | None = None
-    apply: tuple[Manifest, ...] = ()
+    apply: tuple[Manifest | Job, ...] = ()
     delete: tuple[ChildRef, ...] = ()
     annotations: Mapping[str, str | None] | None = None
     suspended: bool | None = None

@@ -18,9 +18,10 @@ from datetime import timedelta
 
 from msgspec import UNSET
 
-from reconciler import boundary, cel, lifetime_clock
+from reconciler import boundary, cel, exports, lifetime_clock
 from reconciler.attestation import attest_process
 from reconciler.children import ChildRef, is_flux_resource
+from reconciler.concurrency import admission
 from reconciler.conditions import conditions_for
 from reconciler.decision import ChildSignal, Decision, Observed, SignalCount
 from reconciler.dependencies import dependency_problem, parent_problem
@@ -38,12 +39,14 @@ from reconciler.status import BoundaryPatch, StatusPatch, merged
 from reconciler.transitions import IllegalTransition, phase_write
 from shared.domain import annotations as ann
 from shared.domain.api.boundary import Condition, ConditionKind
+from shared.domain.api.export import ExportSpec
 from shared.domain.api.phase import ProcessPhase, phase_reached
 from shared.domain.api.process import CheckedCondition, FluxResourceRef, Process
 from shared.domain.api.signal import ProcessSignal
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.duration import DurationError
 from shared.domain.identity import derive_identity
+from shared.domain.manifests.batch import Job
 from shared.kube.events import Event
 
 __all__ = [
@@ -81,18 +84,25 @@ _P = ProcessPhase
 
 Render = Callable[[Observed], list[Manifest]]
 Evaluate = Callable[[Sequence[Condition], Observed], boundary.BoundaryResult]
+RenderExportJob = Callable[[Observed, int, ExportSpec], Job]
 
 
 def _render(observed: Observed) -> list[Manifest]:
     return render_children(observed.process, owner_uid=observed.process.metadata.uid or "")
 
 
+def _render_export_job(observed: Observed, index: int, export: ExportSpec) -> Job:
+    return exports.export_job(observed.process, index, export, owner_uid=observed.process.metadata.uid or "",
+                              config=exports.ExportJobConfig())
+
+
 @dataclass(frozen=True)
 class Deps:
-    """The collaborators a decision calls: rendering and boundary evaluation (both pure)."""
+    """The collaborators a decision calls: rendering (children, export Jobs) and boundary evaluation (all pure)."""
 
     render: Render = field(default=_render)
     evaluate: Evaluate = field(default=boundary.evaluate)
+    export_job: RenderExportJob = field(default=_render_export_job)
 
 
 # ── helpers ───────────────────────────────────────────────────────────────────
@@ -223,10 +233,20 @@ def holds_finalizer(process: Process) -> bool:
 def decide_pending(observed: Observed, deps: Deps) -> Decision:
     """Stamp ``status.identity``, → Forking (the finalizer goes on first: :func:`holds_finalizer`).
 
-    ``signals.startSuspended`` sets ``spec.suspended`` in the same step, so the Process waits in
-    Forking until SIGCONT.
+    An ephemeral Process over its group's ``maxConcurrent`` waits here with reason ``MaxConcurrent``
+    and a Normal Event of the same name, no requeue: a sibling leaving wakes it
+    (docs/behaviour.md#maxconcurrent). ``signals.startSuspended`` sets ``spec.suspended`` in the same
+    step, so the Process waits in Forking until SIGCONT.
     """
     process = observed.process
+    gate = admission(process, observed.siblings)
+    if not gate.admitted:
+        if _status_message(process) == gate.message:
+            return Decision()
+        status = _message_write(observed, gate.message, reason="MaxConcurrent")
+        if process.status is None:  # a new Process: say its phase too, so `kubectl get` shows Pending
+            status = merged(status, StatusPatch(phase=_P.PENDING, phase_since=observed.now))
+        return Decision(status=status, events=(Event.normal("MaxConcurrent", gate.message),))
     identity = derive_identity(process.spec)
     start_suspended = process.spec.signals.start_suspended
     message = f"declared {identity.name}"
@@ -533,23 +553,73 @@ def decide_reconverging(observed: Observed, deps: Deps) -> Decision:
     )
 
 
+_EXPORTS_STARTED = frozenset({"ExportsRunning", "ExportJobLost"})
+"""Condition reasons a Releasing pass that applied export Jobs writes."""
+
+
+def _exports_started(process: Process) -> bool:
+    """An earlier Releasing pass applied the export Jobs (its reason is on the Ready condition)."""
+    conds = process.status.conditions if process.status is not None else []
+    return any(c.type_ == "Ready" and c.reason in _EXPORTS_STARTED for c in conds)
+
+
+def _export_warnings(process: Process, runs: Sequence[exports.ExportRun], *, invalid: bool,
+                     failed: bool) -> tuple[Event, ...]:
+    """``InvalidExport`` per export whose union does not resolve, ``ExportFailed`` per failed export."""
+    events = []
+    for run in runs:
+        if invalid and run.state is exports.ExportState.INVALID:
+            events.append(Event.warning("InvalidExport", f"export {run.index} not run: {run.detail}"))
+        elif failed and run.state is exports.ExportState.FAILED:
+            text = f"export {run.index} (Job {exports.export_job_name(process, run.index)}) failed"
+            events.append(Event.warning("ExportFailed", f"{text}: {run.detail}" if run.detail else text))
+    return tuple(events)
+
+
 def decide_releasing(observed: Observed, deps: Deps) -> Decision:
-    """The export window, a pass-through until export Jobs exist: → Exiting when released from
-    Attested, → Zombie when released from Failed (annotation ``released-from``)."""
+    """The export window (docs/behaviour.md#releasing): one export Job per export whose trigger fires on
+    the ``released-from`` gate; wait for each to finish (woken by the Job watch); then → Exiting
+    (gate Attested) or → Zombie (gate Failed) with ``exports complete (succeeded=<s>, failed=<f>)``.
+
+    A failed Job does not block. An export whose union does not resolve is not run, counted failed,
+    with a Warning ``InvalidExport``; each failed export gets a Warning ``ExportFailed`` (with the
+    receipt's ``evidence.error`` when its receipt ConfigMap parses); a Job deleted before it finished
+    is applied again with a Warning ``ExportJobLost``.
+    """
     process = observed.process
-    gate = _P.FAILED if process.metadata.annotations.get(ann.RELEASED_FROM) == "Failed" else _P.ATTESTED
+    gate = exports.gate_of(process)
     nxt = _P.ZOMBIE if gate is _P.FAILED else _P.EXITING
-    eph = process.spec.lifetime.ephemeral
-    applicable = eph.applicable_exports(gate) if eph is not None else []
-    why = (
-        "no applicable exports"
-        if not applicable
-        else f"{len(applicable)} export(s) skipped: export Jobs not supported yet"
-    )
-    events = () if not applicable else (Event.warning("ExportsNotSupported", why),)
-    return phase_write(
-        observed, nxt, f"releasing → {nxt.value} — {why}", reason="Released", requeue_after=TICK, events=events
-    )
+    started = _exports_started(process)
+    runs = exports.export_runs(process, gate, observed.export_jobs, observed.children, started=started)
+    if not runs:
+        return phase_write(observed, nxt, f"releasing → {nxt.value} — no applicable exports", reason="Released",
+                           requeue_after=TICK)
+    state = exports.ExportState
+    succeeded = exports.count(runs, state.SUCCEEDED)
+    failed = exports.count(runs, state.FAILED, state.INVALID)
+    in_flight = exports.count(runs, state.START, state.RUNNING)
+    if not in_flight:
+        return phase_write(
+            observed, nxt, f"releasing → {nxt.value} — exports complete (succeeded={succeeded}, failed={failed})",
+            reason="ExportsFailed" if failed else "ExportsComplete", requeue_after=TICK,
+            events=_export_warnings(process, runs, invalid=not started, failed=True))
+
+    starting = [r for r in runs if r.state is state.START]
+    try:
+        jobs = tuple(deps.export_job(observed, r.index, r.export) for r in starting)
+    except RenderError as err:
+        return _stalled(observed, f"cannot render export Jobs: {err}", reason="InvalidSpec")
+    lost = [r for r in starting if r.lost]
+    message = f"releasing — waiting for {in_flight} export Job(s) (succeeded={succeeded}, failed={failed})"
+    reason = "ExportJobLost" if lost else "ExportsRunning"
+    events = _export_warnings(process, runs, invalid=not started, failed=False) + tuple(
+        Event.warning("ExportJobLost", f"export {r.index}: Job {exports.export_job_name(process, r.index)} was "
+                                       "deleted before it finished; starting it again")
+        for r in lost)
+    conds = process.status.conditions if process.status is not None else []
+    same = _status_message(process) == message and any(c.type_ == "Ready" and c.reason == reason for c in conds)
+    status = None if same else _message_write(observed, message, reason=reason)
+    return Decision(apply=jobs, status=status, events=events, requeue_after=observed.heartbeat_seconds)
 
 
 def _pending_signal(child: Process) -> ProcessSignal | None:

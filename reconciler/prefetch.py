@@ -15,12 +15,15 @@ things in it do not come from the caches:
 Only the conditions the current phase evaluates are fetched: preconditions in Execing,
 postconditions in Running and Attested (the heartbeat re-check). A Process without boundary
 conditions costs no request here.
+
+In Releasing, the receipt ConfigMaps of exports whose Job is missing or failed are fetched the same
+way (:meth:`Prefetcher.release_inputs`, docs/behaviour.md#releasing).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 import aiohttp
@@ -29,9 +32,11 @@ import msgspec
 
 from reconciler.boundary import promql_queries, referenced_refs
 from reconciler.children import ChildRef, ChildState, child_state
+from reconciler.exports import receipt_refs
 from shared.domain.api.boundary import Condition
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
+from shared.domain.manifests.batch import ObservedJob
 from shared.kube.client import KubeClient
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.errors import ApiError, NotFound
@@ -156,6 +161,15 @@ class Prefetcher:
             tg.start_soon(self._fill_prometheus, queries, prometheus)
             tg.start_soon(self._fill_objects, refs, referenced)
         return prometheus, referenced
+
+    async def release_inputs(self, process: Process, jobs: Mapping[int, ObservedJob]) -> dict[ChildRef, ChildState]:
+        """The receipt ConfigMaps :func:`reconciler.exports.receipt_refs` names (none outside Releasing);
+        an absent one is left out."""
+        refs = receipt_refs(process, jobs)
+        out: dict[ChildRef, ChildState] = {}
+        if refs:
+            await self._fill_objects(refs, out)
+        return out
 
     # -- PromQL -------------------------------------------------------------------------
 

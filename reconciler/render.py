@@ -74,6 +74,7 @@ __all__ = [
     "RoutingConfig",
     "flux_resource_refs",
     "manifest_ref",
+    "owned_metadata",
     "process_label_value",
     "render_children",
 ]
@@ -174,6 +175,19 @@ def _owner(process: Process, owner_uid: str) -> _Owner:
             stamps[ann.GENERATION] = str(status.attestation.generation)
             stamps[ann.ATTESTATION_ROOT] = status.attestation.composed_root
     return _Owner(process, reference, stamps)
+
+
+def owned_metadata(process: Process, owner_uid: str, name: str, *,
+                   labels: Mapping[str, str] | None = None) -> ObjectMeta:
+    """The metadata every rendered child carries (the one controller ownerReference, the stamp
+    annotations), for a child rendered outside :func:`render_children` (an export Job).
+
+    Raises:
+        RenderError: no ``owner_uid``, or the Process has no name.
+    """
+    if not owner_uid:
+        raise RenderError("Process has no metadata.uid; cannot set an ownerReference")
+    return _owner(process, owner_uid).metadata(name, labels=labels)
 
 
 # ── intents ────────────────────────────────────────────────────────────────────

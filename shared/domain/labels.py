@@ -10,8 +10,7 @@ from shared.domain import annotations
 from shared.domain.group import key
 
 MANAGED_BY: Final = annotations.MANAGED_BY
-"""Label on the Ingress and DNSEndpoint objects the Process reconciler renders (and on export
-Jobs, which it does not create yet)."""
+"""Label on the Ingress, DNSEndpoint and export Job objects the Process reconciler renders."""
 
 PROCESS: Final = annotations.PROCESS
 """Label on export Jobs (and their pod template), Ingress and DNSEndpoint naming the
@@ -25,15 +24,15 @@ APP: Final = annotations.APP
 """Label on routing objects: the hostname entry's ``app``."""
 
 ROLE: Final = key("role")
-"""Label of export Jobs and their pod template, part of the export-Job selector (tatara does not
-create export Jobs yet). Value: :data:`ROLE_EXPORT`."""
+"""Label of export Jobs and their pod template; the reconciler's Job informer selects on it. Value:
+:data:`ROLE_EXPORT`."""
 
 ROLE_EXPORT: Final = "export"
 """The :data:`ROLE` value of export-worker Jobs."""
 
 EXPORT_INDEX: Final = key("export-index")
-"""Label of an export Job and its pod template (tatara does not create export Jobs yet). Value:
-the export's index in the full ``lifetime.ephemeral.exports`` list, decimal."""
+"""Label of an export Job and its pod template. Value: the export's index in the full
+``lifetime.ephemeral.exports`` list, decimal."""
 
 RECEIPT: Final = key("receipt")
 """Set by the closed-loop probe on receipt ConfigMaps; no tatara component reads it.

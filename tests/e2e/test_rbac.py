@@ -1,6 +1,7 @@
 """RBAC proven, not assumed: both binaries run as local processes with bearer tokens of
 the charts' ServiceAccounts — only the RBAC objects ``helm template`` renders grant them anything — and
-complete a Process lifecycle (flux intent → Attested → deleted, finalizer released) and a pool
+complete a Process lifecycle (flux intent → Attested → deleted, finalizer released), an ephemeral
+Process's export Job in Releasing, and a pool
 fill / bind / release / teardown. Any 403 in either binary's log fails the test with the forbidden lines."""
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import msgspec
 import pytest
 import yaml
 
-from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.errors import Forbidden, NotFound
+from tests.support.jobs import finish_job
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
@@ -238,6 +240,25 @@ async def lifecycles(kc: KubeClient, ns: str, running: list[Binary]) -> None:
         return await read(kc, PROCESSES, "podinfo", ns) is None
 
     await until(running, process_gone, "Process podinfo deleted (finalizer released)")
+
+    # An ephemeral Process with an export: Releasing applies the export Job and watches it (the test
+    # finishes it as the Job controller would), then the Process is torn down.
+    exporter = example("flux-intent.yaml", "Process", ns)
+    exporter["metadata"]["name"] = "exporter"
+    exporter["spec"]["lifetime"] = {"ephemeral": {"teardownPolicy": "Always", "maxConcurrent": 0, "exports": [
+        {"source": {"runMarker": {}}, "channel": {"stdout": {}}}]}}
+    await kc.create(PROCESSES, exporter, ns)
+
+    async def export_job() -> bool:
+        return await read(kc, JOBS, "exporter-export-0", ns) is not None
+
+    await until(running, export_job, "export Job exporter-export-0 applied")
+    await finish_job(kc, ns, "exporter-export-0", succeeded=True)
+
+    async def exporter_gone() -> bool:
+        return await read(kc, PROCESSES, "exporter", ns) is None
+
+    await until(running, exporter_gone, "Process exporter released, reaped and deleted")
 
     # Pool: fills, an allocation binds, is released; then the pool is torn down with its members.
     await kc.create(EPHEMERAL_POOLS, example("pool.yaml", "EphemeralPool", ns), ns)

@@ -10,7 +10,12 @@ Exactly the API calls tatara-reconciler makes (least privilege). Sources:
 - The rendered kinds (reconciler/render.py RENDERED_KINDS: Flux Kustomizations/HelmReleases/
   OCIRepositories, Ingresses, DNSEndpoints): informers (reconciler/app.py), server-side apply, deletes
   (reconciler/executor.py), GETs for boundary conditions (reconciler/prefetch.py).
-- Jobs and receipt ConfigMaps: GET only, for JobAttested / ClosedLoopAuth conditions (reconciler/boundary.py).
+- Jobs: export Jobs by server-side apply (create + patch) in Releasing and an informer on them (list/watch,
+  label tatara.pleme.io/role=export) (reconciler/exports.py, reconciler/app.py); GETs for JobAttested /
+  ClosedLoopAuth conditions (reconciler/boundary.py). No delete: the garbage collector removes them with
+  their Process, and ttlSecondsAfterFinished before that.
+- Receipt ConfigMaps: GET only, for JobAttested / ClosedLoopAuth conditions and export receipts in
+  Releasing (reconciler/prefetch.py).
 - Events: create, and patch of a repeated Event's count (shared/kube/events.py).
 - Discovery: GET /apis/<group>/<version> to map kinds to resources (shared/kube/discovery.py).
 Leases are granted by the namespaced Role in leader-election-rbac.yaml.
@@ -42,7 +47,7 @@ Leases are granted by the namespaced Role in leader-election-rbac.yaml.
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get"]

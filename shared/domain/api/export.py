@@ -1,6 +1,6 @@
 """Exports: what an ephemeral Process ships out before it ends.
 
-— docs/wire-format.md#exports (carried and validated; export Jobs are not run yet, docs/behaviour.md#releasing).
+— docs/wire-format.md#exports; each runs as an export Job in Releasing (docs/behaviour.md#releasing).
 """
 
 from __future__ import annotations

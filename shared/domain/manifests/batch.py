@@ -5,7 +5,7 @@ present, every unset optional field left out, so a server-side apply claims only
 It carries what a one-shot worker needs — a container with image, command, args and plain
 environment values, the pod's service account, restart policy, labels/annotations on the pod
 template, and the Job's retry, deadline and TTL knobs — and nothing else. The pool reconciler's
-reset Job uses it; an export Job can too.
+reset Job and the Process reconciler's export Jobs use it.
 
 :class:`ObservedJob` is the other direction: a Job as an informer caches it, metadata and the status
 fields that say how it ended (:meth:`JobStatus.outcome`).
@@ -35,6 +35,7 @@ __all__ = [
     "ObservedJob",
     "PodSpec",
     "PodTemplateSpec",
+    "ResourceRequirements",
 ]
 
 class EnvVar(WireStruct):
@@ -42,6 +43,13 @@ class EnvVar(WireStruct):
 
     name: str
     value: str
+
+
+class ResourceRequirements(WireStruct):
+    """``resources`` of a container: quantities by resource name (``cpu: 10m``, ``memory: 32Mi``)."""
+
+    requests: dict[str, str] | None = None
+    limits: dict[str, str] | None = None
 
 
 class Container(WireStruct):
@@ -54,6 +62,7 @@ class Container(WireStruct):
     env: list[EnvVar] | None = None
     image_pull_policy: str | None = None
     """``Always``, ``IfNotPresent`` or ``Never``; unset: the API server's default for the image tag."""
+    resources: ResourceRequirements | None = None
 
 
 class PodSpec(WireStruct):
@@ -114,6 +123,8 @@ class JobStatus(msgspec.Struct, frozen=True, kw_only=True):
     conditions: list[JobCondition] | None = None
     succeeded: int | None = None
     """Pods that completed successfully."""
+    failed: int | None = None
+    """Pods that failed (a Job with ``backoffLimit: 1`` fails for good after two)."""
 
     def outcome(self) -> bool | None:
         """True once the Job succeeded (``Complete=True``, or a succeeded pod), False once it failed for good

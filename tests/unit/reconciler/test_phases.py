@@ -681,7 +681,7 @@ def test_reconverging_goes_back_to_execing() -> None:
         "releasing from Failed goes to Zombie",
     ],
 )
-def test_releasing_passes_through(released_from: str | None, target: P) -> None:
+def test_releasing_without_an_applicable_export_goes_on_at_once(released_from: str | None, target: P) -> None:
     meta = {"annotations": {"tatara.pleme.io/released-from": released_from}} if released_from else {}
     d = decide(obs(make("Releasing", meta=meta)))
     goes_to(d, P.RELEASING, target, f"releasing → {target.value} — no applicable exports")

@@ -1,0 +1,272 @@
+"""Export Jobs in Releasing: their names, their manifest, and where each export stands.
+
+Pure: a Process, its cached export Jobs and the receipt ConfigMaps fetched beforehand in, values out.
+The behaviour (which exports run, the Job's shape, what counts as finished, a Job deleted by hand):
+docs/behaviour.md#releasing; the Job's fields: docs/wire-format.md#export-jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from reconciler.boundary import receipt_of
+from reconciler.children import ChildRef, ChildState
+from reconciler.render import FIELD_MANAGER, owned_metadata, process_label_value
+from shared.domain import annotations as ann
+from shared.domain import labels
+from shared.domain.api.export import ExportSpec
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import Process
+from shared.domain.api.receipt import ReceiptEnvelope, ReceiptError
+from shared.domain.api.tagged_union import VariantError
+from shared.domain.canonical_json import canonical_json
+from shared.domain.manifests.batch import (
+    Container,
+    Job,
+    JobSpec,
+    ObservedJob,
+    PodSpec,
+    PodTemplateSpec,
+    ResourceRequirements,
+)
+from shared.kube.meta import ObjectMeta
+
+__all__ = [
+    "BACKOFF_LIMIT",
+    "TTL_SECONDS_AFTER_FINISHED",
+    "ExportJobConfig",
+    "ExportRun",
+    "ExportState",
+    "applicable",
+    "count",
+    "export_index",
+    "export_job",
+    "export_job_name",
+    "export_runs",
+    "gate_of",
+    "receipt_config_map_name",
+    "receipt_refs",
+]
+
+BACKOFF_LIMIT: Final = 1
+"""``spec.backoffLimit`` of an export Job: one retry."""
+
+TTL_SECONDS_AFTER_FINISHED: Final = 3600
+"""``spec.ttlSecondsAfterFinished`` of an export Job: kept an hour after it ends."""
+
+_RESOURCES: Final = ResourceRequirements(requests={"cpu": "10m", "memory": "32Mi"},
+                                         limits={"cpu": "200m", "memory": "128Mi"})
+_CONFIG_MAP: Final = ("v1", "ConfigMap")
+MAX_JOB_NAME: Final = 63
+"""A Job's name is also its pods' ``batch.kubernetes.io/job-name`` label value: at most 63 characters."""
+_P = ProcessPhase
+
+
+@dataclass(frozen=True)
+class ExportJobConfig:
+    """``--export-worker-image`` and ``--export-worker-service-account``."""
+
+    image: str = "ghcr.io/pleme-io/tatara-export-worker:0.2.0"
+    service_account: str = "tatara-export-worker"
+
+
+def _ns(process: Process) -> str:
+    return process.metadata.namespace or "default"
+
+
+def export_job_name(process: Process, index: int) -> str:
+    """``<process>-export-<index>``."""
+    return f"{process.metadata.name}-export-{index}"
+
+
+def receipt_config_map_name(process: Process, index: int) -> str:
+    """``<process>-export-<index>-receipt``: the ConfigMap the worker writes its receipt into."""
+    return f"{export_job_name(process, index)}-receipt"
+
+
+def gate_of(process: Process) -> ProcessPhase:
+    """The gate the Process was released from: Failed when ``released-from`` is exactly ``Failed``,
+    Attested otherwise (missing or unknown included)."""
+    return _P.FAILED if process.metadata.annotations.get(ann.RELEASED_FROM) == "Failed" else _P.ATTESTED
+
+
+def applicable(process: Process, gate: ProcessPhase) -> list[tuple[int, ExportSpec]]:
+    """``(index in the full exports list, export)`` for each export whose ``when`` fires on ``gate``."""
+    eph = process.spec.lifetime.ephemeral
+    return eph.applicable_exports(gate) if eph is not None else []
+
+
+def export_job(process: Process, index: int, export: ExportSpec, *, owner_uid: str,
+               config: ExportJobConfig) -> Job:
+    """The ``batch/v1`` Job that runs export ``index`` of ``process`` (docs/wire-format.md#export-jobs).
+
+    Raises:
+        reconciler.render.RenderError: no ``owner_uid`` or no Process name.
+    """
+    ns, name = _ns(process), process.metadata.name or ""
+    pod_labels = {
+        labels.PROCESS: process_label_value(ns, name),
+        labels.ROLE: labels.ROLE_EXPORT,
+        labels.EXPORT_INDEX: str(index),
+    }
+    args = [
+        "--spec", canonical_json(export.to_json()).decode(),
+        "--process-namespace", ns,
+        "--process-name", name,
+        "--receipt-configmap", receipt_config_map_name(process, index),
+    ]
+    attestation = process.status.attestation if process.status is not None else None
+    if attestation is not None:
+        args += ["--previous-root", attestation.composed_root]
+    return Job(
+        metadata=owned_metadata(process, owner_uid, export_job_name(process, index),
+                                labels={labels.MANAGED_BY: FIELD_MANAGER, **pod_labels}),
+        spec=JobSpec(
+            backoff_limit=BACKOFF_LIMIT,
+            ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
+            template=PodTemplateSpec(
+                metadata=ObjectMeta(labels=pod_labels),
+                spec=PodSpec(
+                    restart_policy="Never",
+                    service_account_name=config.service_account,
+                    containers=[Container(name="worker", image=config.image, image_pull_policy="IfNotPresent",
+                                          resources=_RESOURCES, args=args)],
+                ),
+            ),
+        ),
+    )
+
+
+def export_index(job: ObservedJob) -> int | None:
+    """The ``export-index`` label of a cached export Job, or None when absent or not a decimal."""
+    value = job.metadata.labels.get(labels.EXPORT_INDEX, "")
+    return int(value) if value.isdecimal() else None
+
+
+# ── where each export stands ────────────────────────────────────────────────────
+
+
+class ExportState(Enum):
+    """One applicable export in Releasing."""
+
+    INVALID = "Invalid"
+    """Its ``source`` or ``channel`` union has zero or several variants, or its Job name would be too
+    long: not run, counted failed."""
+    START = "Start"
+    """No Job (and no receipt of a finished run): its Job is to be applied."""
+    RUNNING = "Running"
+    """Its Job exists and has not finished."""
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True)
+class ExportRun:
+    """An applicable export, its state, and why (a union error, the receipt's ``evidence.error``)."""
+
+    index: int
+    export: ExportSpec
+    state: ExportState
+    detail: str = ""
+    lost: bool = False
+    """Its Job is gone without a receipt of a finished run (deleted by hand): it is started again."""
+
+
+def _union_error(export: ExportSpec) -> str | None:
+    try:
+        export.source.kind()
+        export.channel.kind()
+    except VariantError as err:
+        return str(err)
+    return None
+
+
+def _name_error(process: Process, index: int) -> str | None:
+    name = export_job_name(process, index)
+    if len(name) <= MAX_JOB_NAME:
+        return None
+    return f"Job name {name} is longer than {MAX_JOB_NAME} characters (the Process name is too long for export Jobs)"
+
+
+def _receipt(process: Process, index: int, fetched: Mapping[ChildRef, ChildState]) -> ReceiptEnvelope | None:
+    """The receipt of export ``index`` when its ConfigMap was fetched, parses, and was written after the
+    Process was created (an older one belongs to an earlier Process of the same name)."""
+    state = fetched.get(ChildRef(*_CONFIG_MAP, _ns(process), receipt_config_map_name(process, index)))
+    if state is None:
+        return None
+    try:
+        receipt = receipt_of(state)
+    except ReceiptError:
+        return None
+    created = process.metadata.creation_timestamp
+    if created is not None and receipt.generated_at < created:
+        return None
+    return receipt
+
+
+def _evidence(receipt: ReceiptEnvelope | None, key: str) -> str:
+    evidence = receipt.evidence if receipt is not None else None
+    value = evidence.get(key) if isinstance(evidence, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def export_runs(process: Process, gate: ProcessPhase, jobs: Mapping[int, ObservedJob],
+                receipts: Mapping[ChildRef, ChildState], *, started: bool) -> list[ExportRun]:
+    """Every applicable export of ``process`` at ``gate``, in list order, with its state.
+
+    Args:
+        jobs: cached export Jobs of this Process by export index.
+        receipts: receipt ConfigMaps fetched beforehand (:func:`receipt_refs`), by ref.
+        started: an earlier Releasing pass applied the Jobs, so a missing one was deleted (``lost``).
+
+    A Job finishes on its ``Complete`` / ``Failed`` condition (:meth:`JobStatus.outcome`), not on
+    ``status.failed > 0``: with ``backoffLimit: 1`` one failed pod is followed by a retry. A missing
+    Job whose receipt says it finished counts as the receipt says (``evidence.outcome`` ``Shipped``:
+    succeeded); a missing Job without one is started (again).
+    """
+    out: list[ExportRun] = []
+    for index, export in applicable(process, gate):
+        error = _union_error(export) or _name_error(process, index)
+        if error is not None:
+            out.append(ExportRun(index, export, ExportState.INVALID, error))
+            continue
+        job = jobs.get(index)
+        if job is None:
+            receipt = _receipt(process, index, receipts)
+            if receipt is None:
+                out.append(ExportRun(index, export, ExportState.START, lost=started))
+            elif _evidence(receipt, "outcome") == "Shipped":
+                out.append(ExportRun(index, export, ExportState.SUCCEEDED))
+            else:
+                out.append(ExportRun(index, export, ExportState.FAILED, _evidence(receipt, "error")))
+            continue
+        outcome = job.status.outcome()
+        if outcome is None:
+            out.append(ExportRun(index, export, ExportState.RUNNING))
+        elif outcome:
+            out.append(ExportRun(index, export, ExportState.SUCCEEDED))
+        else:
+            out.append(ExportRun(index, export, ExportState.FAILED,
+                                 _evidence(_receipt(process, index, receipts), "error")))
+    return out
+
+
+def receipt_refs(process: Process, jobs: Mapping[int, ObservedJob]) -> list[ChildRef]:
+    """The receipt ConfigMaps Releasing reads: those of applicable exports whose Job is missing (did it
+    finish before it was deleted?) or failed (``evidence.error`` for the Warning Event)."""
+    if process.phase is not _P.RELEASING:
+        return []
+    out = []
+    for index, _ in applicable(process, gate_of(process)):
+        job = jobs.get(index)
+        if job is None or job.status.outcome() is False:
+            out.append(ChildRef(*_CONFIG_MAP, _ns(process), receipt_config_map_name(process, index)))
+    return out
+
+
+def count(runs: Sequence[ExportRun], *states: ExportState) -> int:
+    """How many of ``runs`` are in one of ``states``."""
+    return sum(1 for r in runs if r.state in states)

@@ -1,0 +1,93 @@
+"""reconciler.controller's expectations: what it just wrote counts until the caches show it
+(docs/architecture.md#one-reconcile, docs/behaviour.md#releasing, docs/behaviour.md#maxconcurrent).
+
+Real informers whose caches the tests fill; the executor records decisions and writes nothing, so the
+caches stay behind exactly as a lagging watch would leave them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from reconciler.controller import ProcessReconciler
+from reconciler.decision import Decision
+from reconciler.executor import Executor
+from shared.domain.api.codec import convert
+from shared.domain.api.process import Process
+from shared.domain.manifests.batch import Job, ObservedJob
+from shared.domain.resources import JOBS, PROCESSES
+from shared.kube.client import KubeClient
+from shared.kube.controller import Request
+from shared.kube.informer import Informer, WatchEventType
+from shared.kube.meta import as_json
+from tests.unit.reconciler.test_controller import FakeClient, FakeExecutor
+
+pytestmark = pytest.mark.anyio
+
+FIN = "tatara.pleme.io/process-finalizer"
+MARKER = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
+
+
+def proc(name: str, phase: str, *, created: str = "2025-06-01T11:00:00Z", spec: dict[str, Any] | None = None,
+         **status: Any) -> Process:
+    return convert({
+        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "resourceVersion": "1",
+                     "finalizers": [FIN], "creationTimestamp": created,
+                     "annotations": {"tatara.pleme.io/released-from": "Attested"}},
+        "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
+                 "intent": {"aplicacao": {"chartRef": "oci://charts/demo", "version": "1.0.0"}},
+                 **(spec or {})},
+        "status": {"phase": phase, "phaseSince": "2025-06-01T11:59:00Z", **status},
+    }, Process)
+
+
+def setup(*cached: Process) -> tuple[ProcessReconciler, FakeExecutor]:
+    client = cast(KubeClient, FakeClient())
+    processes: Informer[Process] = Informer(client, PROCESSES, Process)
+    jobs: Informer[ObservedJob] = Informer(client, JOBS, ObservedJob)
+    executor = FakeExecutor()
+    async def no_pid(p: Process) -> str:
+        raise AssertionError("no PID expected")
+
+    reconciler = ProcessReconciler(client, processes, cast(Executor, executor), no_pid, jobs=jobs)
+    for p in cached:
+        processes._apply(WatchEventType.ADDED, f"ns/{p.metadata.name}", p)
+    return reconciler, executor
+
+
+def last(executor: FakeExecutor) -> Decision:
+    return executor.done[-1][1]
+
+
+async def test_a_job_just_applied_counts_as_running_until_the_job_cache_has_it() -> None:
+    started = [{"type": "Ready", "status": "False", "reason": "ExportsRunning", "message": "m",
+                "lastTransitionTime": "2025-06-01T11:59:00Z"}]
+    releasing = proc("pr", "Releasing", spec={"lifetime": {"ephemeral": {"exports": [MARKER]}}},
+                     message="m", conditions=started)
+    reconciler, executor = setup(releasing)
+    await reconciler.reconcile(Request("ns", "pr"))
+    first = last(executor)
+    assert [j.metadata.name for j in first.apply if isinstance(j, Job)] == ["pr-export-0"]
+    assert [e.reason for e in first.events] == ["ExportJobLost"]  # a Job gone after it was started
+
+    await reconciler.reconcile(Request("ns", "pr"))  # the Job cache has not caught up yet
+    second = last(executor)
+    assert second.apply == ()
+    assert [e.reason for e in second.events] == []
+    assert as_json(second.status)["message"] == "releasing — waiting for 1 export Job(s) (succeeded=0, failed=0)"
+
+
+async def test_a_process_just_admitted_holds_its_slot_while_the_cache_still_shows_it_pending() -> None:
+    capped = {"lifetime": {"ephemeral": {"maxConcurrent": 1}}}
+    older = proc("a", "Pending", created="2025-06-01T11:00:00Z", spec=capped)
+    younger = proc("b", "Pending", created="2025-06-01T11:00:05Z", spec=capped)
+    reconciler, executor = setup(older, younger)
+    await reconciler.reconcile(Request("ns", "a"))
+    assert as_json(last(executor).status)["phase"] == "Forking"
+
+    await reconciler.reconcile(Request("ns", "b"))  # "a" is still Pending in the cache
+    waiting = last(executor)
+    assert waiting.transition is None
+    assert as_json(waiting.status)["message"] == "waiting: 1 of maxConcurrent=1 running: ns/a"

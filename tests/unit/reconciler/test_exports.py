@@ -1,0 +1,227 @@
+"""reconciler.exports: the export Job manifest field by field, which exports fire at a gate, and
+where each export stands (docs/behaviour.md#releasing, docs/wire-format.md#export-jobs).
+
+Expected values are the spec's (lifetime-pool-allocation §5.6, process-reconciler §10.5), written out
+by hand: the ``--spec`` argument is the export's JSON in declaration order, typed defaults included.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import pytest
+
+from reconciler.children import ChildRef, ChildState
+from reconciler.exports import (
+    ExportJobConfig,
+    ExportState,
+    applicable,
+    export_job,
+    export_runs,
+    gate_of,
+    receipt_refs,
+)
+from reconciler.render import RenderError
+from shared.domain.api.codec import convert
+from shared.domain.api.phase import ProcessPhase as P
+from shared.domain.api.process import Process
+from shared.domain.manifests.batch import JobCondition, JobStatus, ObservedJob
+from shared.kube.meta import ObjectMeta, as_json
+
+CREATED = datetime(2025, 6, 1, 11, 0, tzinfo=UTC)
+MARKER: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
+REPORT_HTTP = {"source": {"testReport": {"configmap": "results", "key": "junit.xml", "format": "Junit"}},
+               "channel": {"httpEvent": {"endpoint": "http://127.0.0.1:9/ingest", "signalType": "test.report"}},
+               "when": "Always"}
+ON_FAILED = {"source": {"receipts": {}}, "channel": {"natsSubject": {"subject": "runs.{{run_id}}", "stream": "RUNS"}},
+             "when": "OnFailed", "experimentIdOverride": "pr-7"}
+
+
+def process(exports: list[dict[str, Any]], *, phase: str = "Releasing", gate: str | None = "Attested",
+            attestation: bool = True, uid: str = "u-1") -> Process:
+    status: dict[str, Any] = {"phase": phase}
+    if attestation:
+        status["attestation"] = {"artifactHash": "a" * 64, "intentHash": "i" * 64, "composedRoot": "r" * 64,
+                                 "generation": 0, "attestedAt": "2025-06-01T11:30:00Z"}
+    return convert({
+        "metadata": {"name": "pr-7", "namespace": "previews", "uid": uid,
+                     "creationTimestamp": "2025-06-01T11:00:00Z",
+                     "annotations": {"tatara.pleme.io/released-from": gate} if gate else {}},
+        "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
+                 "intent": {"flux": {"gitRepository": "repo", "path": "./app"}},
+                 "lifetime": {"ephemeral": {"exports": exports}}},
+        "status": status,
+    }, Process)
+
+
+def job(index: int, *conditions: tuple[str, str]) -> ObservedJob:
+    return ObservedJob(metadata=ObjectMeta(name=f"pr-7-export-{index}", namespace="previews",
+                                           labels={"tatara.pleme.io/export-index": str(index)}),
+                       status=JobStatus(conditions=[JobCondition(type=t, status=s) for t, s in conditions]))
+
+
+def receipt(index: int, outcome: str, error: str | None = None, generated: str = "2025-06-01T12:00:00Z",
+            key: str = "receipt.yaml") -> dict[ChildRef, ChildState]:
+    evidence: dict[str, Any] = {"outcome": outcome, "run_id": "previews/pr-7", "shipped_bytes_len": 10}
+    if error is not None:
+        evidence["error"] = error
+    body = json.dumps({"version": "tatara-receipt/v1", "kind": "tatara.export", "composed_root": "c" * 64,
+                       "intent_hash": "i" * 64, "artifact_hash": "a" * 64, "control_hash": "k" * 64,
+                       "generated_at": generated, "process_ref": "previews/pr-7", "evidence": evidence})
+    ref = ChildRef("v1", "ConfigMap", "previews", f"pr-7-export-{index}-receipt")
+    return {ref: ChildState(ref=ref, ready=None, object={"data": {key: body}})}
+
+
+# ── the Job ─────────────────────────────────────────────────────────────────────
+
+
+def test_the_export_job_has_every_field_the_spec_lists() -> None:
+    p = process([MARKER, REPORT_HTTP])
+    (index, export), = [e for e in applicable(p, P.ATTESTED) if e[0] == 1]
+    manifest = as_json(export_job(p, index, export, owner_uid="u-1",
+                                  config=ExportJobConfig(image="registry.local/worker:1", service_account="exporter")))
+    labels = {"tatara.pleme.io/process": "previews.pr-7", "tatara.pleme.io/role": "export",
+              "tatara.pleme.io/export-index": "1"}
+    assert manifest["apiVersion"] == "batch/v1"
+    assert manifest["kind"] == "Job"
+    meta = manifest["metadata"]
+    assert (meta["name"], meta["namespace"]) == ("pr-7-export-1", "previews")
+    assert meta["labels"] == {"tatara.pleme.io/managed-by": "tatara-reconciler", **labels}
+    assert meta["ownerReferences"] == [{"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "Process", "name": "pr-7",
+                                        "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]
+    assert meta["annotations"]["tatara.pleme.io/managed-by"] == "tatara-reconciler"
+    assert meta["annotations"]["tatara.pleme.io/process"] == "previews/pr-7"
+    assert meta["annotations"]["tatara.pleme.io/attestation-root"] == "r" * 64
+    spec = manifest["spec"]
+    assert (spec["backoffLimit"], spec["ttlSecondsAfterFinished"]) == (1, 3600)
+    assert spec["template"]["metadata"] == {"labels": labels}
+    pod = spec["template"]["spec"]
+    assert (pod["restartPolicy"], pod["serviceAccountName"]) == ("Never", "exporter")
+    (container,) = pod["containers"]
+    assert container["name"] == "worker"
+    assert container["image"] == "registry.local/worker:1"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert container["resources"] == {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                      "limits": {"cpu": "200m", "memory": "128Mi"}}
+    assert "command" not in container
+    assert "env" not in container
+    assert container["args"] == [
+        "--spec",
+        '{"source":{"testReport":{"configmap":"results","key":"junit.xml","format":"Junit"}},'
+        '"channel":{"httpEvent":{"endpoint":"http://127.0.0.1:9/ingest","signalType":"test.report"}},'
+        '"when":"Always"}',
+        "--process-namespace", "previews",
+        "--process-name", "pr-7",
+        "--receipt-configmap", "pr-7-export-1-receipt",
+        "--previous-root", "r" * 64,
+    ]
+
+
+def test_without_an_attestation_there_is_no_previous_root_and_defaults_are_spelled_out() -> None:
+    p = process([ON_FAILED], gate="Failed", attestation=False)
+    ((index, export),) = applicable(p, P.FAILED)
+    args = as_json(export_job(p, index, export, owner_uid="u-1", config=ExportJobConfig()))["spec"]["template"][
+        "spec"]["containers"][0]["args"]
+    assert args == [
+        "--spec",
+        '{"source":{"receipts":{}},"channel":{"natsSubject":{"subject":"runs.{{run_id}}","stream":"RUNS"}},'
+        '"when":"OnFailed","experimentIdOverride":"pr-7"}',
+        "--process-namespace", "previews", "--process-name", "pr-7", "--receipt-configmap", "pr-7-export-0-receipt",
+    ]
+
+
+def test_an_export_job_needs_the_process_uid() -> None:
+    p = process([MARKER], uid="")
+    with pytest.raises(RenderError):
+        export_job(p, 0, applicable(p, P.ATTESTED)[0][1], owner_uid="", config=ExportJobConfig())
+
+
+# ── which exports fire ─────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(("annotation", "gate", "indices"), [
+    ("Attested", P.ATTESTED, [0, 1]),
+    ("Failed", P.FAILED, [1, 2]),
+    (None, P.ATTESTED, [0, 1]),
+    ("attested", P.ATTESTED, [0, 1]),
+], ids=[
+    "released from Attested runs OnAttested and Always exports",
+    "released from Failed runs Always and OnFailed exports, indexed in the full list",
+    "a missing released-from reads as Attested",
+    "an unknown released-from reads as Attested",
+])
+def test_which_exports_fire_on_the_gate(annotation: str | None, gate: P, indices: list[int]) -> None:
+    p = process([MARKER, REPORT_HTTP, ON_FAILED], gate=annotation)
+    assert gate_of(p) is gate
+    assert [i for i, _ in applicable(p, gate_of(p))] == indices
+
+
+# ── where each export stands ───────────────────────────────────────────────────
+
+BAD_CHANNEL: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}, "httpEvent": {"signalType": "x"}}}
+NO_SOURCE: dict[str, Any] = {"source": {}, "channel": {"stdout": {}}}
+
+
+@pytest.mark.parametrize(("jobs", "receipts", "started", "expected"), [
+    ({}, {}, False, [(ExportState.START, "", False)]),
+    ({0: job(0)}, {}, True, [(ExportState.RUNNING, "", False)]),
+    ({0: job(0, ("FailureTarget", "True"))}, {}, True, [(ExportState.RUNNING, "", False)]),
+    ({0: job(0, ("SuccessCriteriaMet", "True"), ("Complete", "True"))}, {}, True,
+     [(ExportState.SUCCEEDED, "", False)]),
+    ({0: job(0, ("FailureTarget", "True"), ("Failed", "True"))}, {}, True, [(ExportState.FAILED, "", False)]),
+    ({0: job(0, ("FailureTarget", "True"), ("Failed", "True"))}, receipt(0, "Rejected", "HTTP 503"), True,
+     [(ExportState.FAILED, "HTTP 503", False)]),
+    ({}, {}, True, [(ExportState.START, "", True)]),
+    ({}, receipt(0, "Shipped"), True, [(ExportState.SUCCEEDED, "", False)]),
+    ({}, receipt(0, "Failed", "NATS connect: refused", key="receipt.json"), True,
+     [(ExportState.FAILED, "NATS connect: refused", False)]),
+    ({}, receipt(0, "Shipped", generated="2025-06-01T10:00:00Z"), True, [(ExportState.START, "", True)]),
+], ids=[
+    "no Job on the first pass: start it",
+    "a Job without a finished condition is running",
+    "FailureTarget alone is not finished yet",
+    "Complete means succeeded",
+    "Failed means failed",
+    "a failed Job's receipt gives the error",
+    "a Job gone without a receipt was lost: start it again",
+    "a Job gone whose receipt says Shipped succeeded",
+    "a Job gone whose receipt says Failed failed (receipt.json read too)",
+    "a receipt older than the Process is an earlier Process's: start again",
+])
+def test_the_state_of_one_export(jobs: dict[int, ObservedJob], receipts: dict[ChildRef, ChildState], started: bool,
+                                 expected: list[tuple[ExportState, str, bool]]) -> None:
+    runs = export_runs(process([MARKER]), P.ATTESTED, jobs, receipts, started=started)
+    assert [(r.state, r.detail, r.lost) for r in runs] == expected
+
+
+@pytest.mark.parametrize(("export", "error"), [
+    (BAD_CHANNEL, "vector channel has multiple variants set; exactly one required"),
+    (NO_SOURCE, "artifact source has no variant set (one of receipts/testReport/processSnapshot/runMarker required)"),
+], ids=["a channel with two variants is invalid", "a source with no variant is invalid"])
+def test_an_export_whose_union_does_not_resolve_is_invalid(export: dict[str, Any], error: str) -> None:
+    (run,) = export_runs(process([export]), P.ATTESTED, {}, {}, started=False)
+    assert (run.state, run.detail) == (ExportState.INVALID, error)
+
+
+def test_receipts_are_read_for_missing_and_failed_jobs_in_releasing_only() -> None:
+    p = process([MARKER, MARKER, MARKER])
+    jobs = {0: job(0), 1: job(1, ("FailureTarget", "True"), ("Failed", "True"))}
+    names = [r.name for r in receipt_refs(p, jobs)]
+    assert names == ["pr-7-export-1-receipt", "pr-7-export-2-receipt"]
+    assert receipt_refs(process([MARKER], phase="Attested"), {}) == []
+
+
+
+@pytest.mark.parametrize(("length", "state"), [(54, ExportState.START), (55, ExportState.INVALID)],
+                         ids=["a 63-character Job name is fine", "a 64-character Job name cannot be created"])
+def test_an_export_job_name_must_fit_a_label_value(length: int, state: ExportState) -> None:
+    name = "p" * length
+    long = msgspec.structs.replace(process([MARKER]), metadata=ObjectMeta(name=name, namespace="previews"))
+    (run,) = export_runs(long, P.ATTESTED, {}, {}, started=False)
+    assert run.state is state
+    if state is ExportState.INVALID:
+        assert run.detail == (f"Job name {name}-export-0 is longer than 63 characters "
+                              "(the Process name is too long for export Jobs)")
