@@ -118,7 +118,7 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
 
     # the one owner of the table's status: counts, rows and the stable-name claims
     table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval, keeper=keeper,
-                              fleet_cluster=routing.cluster, namespace=namespace)
+                              fleet_cluster=routing.cluster, namespace=namespace, synced=processes.wait_synced)
     processes.add_handler(table.notify)
     # a table deleted (or its finalizer or claims touched) with no Process event is noticed too
     tables = manager.informer(PROCESS_TABLES, ProcessTable, decoder=wire_decoder(ProcessTable).decode)

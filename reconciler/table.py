@@ -37,7 +37,7 @@ keeps it from handing PIDs out twice (docs/behaviour.md#a-missing-or-deleted-tab
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -406,6 +406,9 @@ class TableStatusWriter:
         fleet_cluster: ``--fleet-cluster``, the cluster of a claims key whose hostname names none.
         namespace: the namespace ``processes()`` covers (None: all); holders of claims outside it are
             read with a GET before arbitrating (:func:`reconciler.claims.foreign_holders`).
+        synced: awaited by :meth:`run` before its first write (e.g. the Process informer's
+            ``wait_synced``): a cache still listing would count too few Processes and vacate the
+            claims of those it has not seen yet.
     """
 
     def __init__(
@@ -421,8 +424,10 @@ class TableStatusWriter:
         keeper: TableKeeper | None = None,
         fleet_cluster: str = DEFAULT_FLEET_CLUSTER,
         namespace: str | None = None,
+        synced: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
+        self.synced = synced
         self.fleet_cluster = fleet_cluster
         self.namespace = namespace
         self.claim_writes = 0
@@ -517,6 +522,8 @@ class TableStatusWriter:
 
         A failed write is logged and retried after the interval (the stored copy is re-read).
         """
+        if self.synced is not None:
+            await self.synced()
         while True:
             await self._dirty.wait()
             self._dirty = anyio.Event()
