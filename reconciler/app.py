@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
 
+from reconciler.claims import held_keys
 from reconciler.config import ReconcilerConfig
-from reconciler.controller import ChildObject, ProcessReconciler
+from reconciler.controller import ChildObject, ProcessReconciler, RoutingChildObject
 from reconciler.decision import Observed
 from reconciler.executor import Executor
 from reconciler.exports import ExportJobConfig, export_job
@@ -26,6 +27,7 @@ from reconciler.phases import Deps, decide
 from reconciler.pid import allocate_pid
 from reconciler.prefetch import Prefetcher
 from reconciler.render import RENDERED_KINDS, Manifest, RoutingConfig, render_children
+from reconciler.routing import ROUTING_KINDS
 from reconciler.table import TableKeeper, TableStatusWriter
 from shared.domain import labels
 from shared.domain.api.codec import wire_decoder
@@ -68,10 +70,13 @@ async def resolve_kind(mapper: RESTMapper, pinned: Resource) -> Resource:
 
 async def watch_rendered_kinds(mapper: RESTMapper, manager: Manager, reconciler: ProcessReconciler,
                                namespace: str | None) -> None:
-    """Resolve each of :data:`~reconciler.render.RENDERED_KINDS` and watch it as the reconciler's children."""
+    """Resolve each of :data:`~reconciler.render.RENDERED_KINDS` and watch it as the reconciler's children
+    (the routing kinds with their ``spec``, to notice hand edits)."""
     for pinned in RENDERED_KINDS:
         resource = await resolve_kind(mapper, pinned)
-        reconciler.watch_children(manager.informer(resource, ChildObject, namespace=namespace))
+        routed = (pinned.api_version, pinned.kind) in ROUTING_KINDS
+        decode_type = RoutingChildObject if routed else ChildObject
+        reconciler.watch_children(manager.informer(resource, decode_type, namespace=namespace))
 
 
 def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None = None,
@@ -101,7 +106,9 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     routing = RoutingConfig(config.fleet_cluster, config.fleet_location, config.fleet_domain, config.dns_lb_target)
 
     def render(observed: Observed) -> list[Manifest]:
-        return render_children(observed.process, owner_uid=observed.process.metadata.uid or "", routing=routing)
+        process = observed.process
+        return render_children(process, owner_uid=process.metadata.uid or "", routing=routing,
+                               stable_keys=held_keys(observed.claims, process, routing.cluster))
 
     worker = ExportJobConfig(config.export_worker_image, config.export_worker_service_account)
 
@@ -118,15 +125,19 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     reconciler = ProcessReconciler(client, processes, executor, functools.partial(allocate_pid, client, keeper=keeper),
                                    heartbeat_seconds=config.heartbeat_seconds,
                                    decide=functools.partial(decide, deps=Deps(render=render,
-                                                                              export_job=render_export_job)),
+                                                                              export_job=render_export_job,
+                                                                              fleet_cluster=routing.cluster)),
                                    clock=clock, prefetch=prefetch, jobs=jobs)
     manager.add(reconciler.controller)
     manager.before_start(functools.partial(watch_rendered_kinds, mapper, manager, reconciler, namespace))
 
-    table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval, keeper=keeper)
+    # the one owner of the table's status: counts, rows and the stable-name claims
+    table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval, keeper=keeper,
+                              fleet_cluster=routing.cluster, namespace=namespace, synced=processes.wait_synced)
     processes.add_handler(table.notify)
-    # a table deleted (or its finalizer touched) with no Process event is noticed too
+    # a table deleted (or its finalizer or claims touched) with no Process event is noticed too
     tables = manager.informer(PROCESS_TABLES, ProcessTable, decoder=wire_decoder(ProcessTable).decode)
     tables.add_handler(table.notify)
+    reconciler.watch_claims(tables, routing.cluster)
     manager.add_runnable(table.run)
     return manager

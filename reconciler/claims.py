@@ -15,10 +15,12 @@ from datetime import datetime
 
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
+from shared.domain.api.routing import RoutingHostname
 from shared.domain.api.table import ClaimRecord
 
-__all__ = ["ELIGIBLE_PHASES", "Candidate", "ClaimAction", "ClaimDecision", "arbitrate", "candidates_by_key",
-           "claims_changed", "decide_claim", "holds_any_claim"]
+__all__ = ["ELIGIBLE_PHASES", "Candidate", "ClaimAction", "ClaimDecision", "ClaimStanding", "arbitrate", "bid_keys",
+           "candidates_by_key", "claim_key", "claims_changed", "decide_claim", "foreign_holders", "held_keys",
+           "holds_any_claim", "process_ref", "standing"]
 
 ELIGIBLE_PHASES = frozenset({ProcessPhase.RUNNING, ProcessPhase.ATTESTED})
 """Only Processes in these phases may hold a claim."""
@@ -50,6 +52,24 @@ class ClaimDecision:
     record: ClaimRecord | None
 
 
+def claim_key(host: RoutingHostname, fleet_cluster: str) -> str:
+    """The claims key of one hostname: ``<hostname.cluster or fleet_cluster>/<hostname.app>``."""
+    return f"{host.cluster or fleet_cluster}/{host.app}"
+
+
+def process_ref(process: Process) -> str:
+    """``<namespace>/<name>``, the form of a claim's ``holder``."""
+    return f"{process.metadata.namespace or 'default'}/{process.metadata.name}"
+
+
+def bid_keys(process: Process, fleet_cluster: str) -> list[str]:
+    """The keys ``process`` bids for, sorted, each once; none without ``routing.stableNameClaim: true``."""
+    routing = process.spec.routing
+    if routing is None or not routing.stable_name_claim:
+        return []
+    return sorted({claim_key(host, fleet_cluster) for host in routing.hostnames})
+
+
 def candidates_by_key(processes: Iterable[Process], fleet_cluster: str, now: datetime) -> dict[str, list[Candidate]]:
     """Candidates per ``<hostname.cluster or fleet_cluster>/<hostname.app>`` key, in input order then
     hostname order, duplicates kept. Only ``routing.stableNameClaim: true`` bids."""
@@ -60,14 +80,14 @@ def candidates_by_key(processes: Iterable[Process], fleet_cluster: str, now: dat
             continue
         status = process.status
         candidate = Candidate(
-            ref=f"{process.metadata.namespace or 'default'}/{process.metadata.name}",
+            ref=process_ref(process),
             pid=(status.pid if status is not None else None) or "",
             priority=routing.priority,
             phase=status.phase if status is not None else ProcessPhase.PENDING,
             created_at=process.metadata.creation_timestamp or now,
         )
         for hostname in routing.hostnames:
-            out.setdefault(f"{hostname.cluster or fleet_cluster}/{hostname.app}", []).append(candidate)
+            out.setdefault(claim_key(hostname, fleet_cluster), []).append(candidate)
     return out
 
 
@@ -119,3 +139,47 @@ def holds_any_claim(claims: Mapping[str, ClaimRecord], namespace: str, name: str
     """True when any record's holder is ``<namespace>/<name>``; pid not compared."""
     ref = f"{namespace}/{name}"
     return any(record.holder == ref for record in claims.values())
+
+
+def foreign_holders(claims: Mapping[str, ClaimRecord], namespace: str | None) -> list[str]:
+    """Holders (``<namespace>/<name>``, sorted, each once) outside the watched ``namespace``: a reconciler
+    scoped to one namespace cannot see them in its cache, so it reads them before arbitrating
+    (docs/behaviour.md#stable-name-claims). None watches every namespace: no holder is foreign."""
+    if namespace is None:
+        return []
+    return sorted({record.holder for record in claims.values() if record.holder.partition("/")[0] != namespace})
+
+
+def held_keys(claims: Mapping[str, ClaimRecord], process: Process, fleet_cluster: str) -> frozenset[str]:
+    """The keys ``process`` bids for whose record names it as holder (pid not compared): the
+    hostnames whose stable form it renders."""
+    ref = process_ref(process)
+    return frozenset(key for key in bid_keys(process, fleet_cluster)
+                     if (record := claims.get(key)) is not None and record.holder == ref)
+
+
+@dataclass(frozen=True)
+class ClaimStanding:
+    """Where one Process stands on each key it bids for: held by it, held by another (key, holder),
+    or not arbitrated yet (no record)."""
+
+    held: tuple[str, ...] = ()
+    lost: tuple[tuple[str, str], ...] = ()
+    unsettled: tuple[str, ...] = ()
+
+
+def standing(claims: Mapping[str, ClaimRecord], process: Process, fleet_cluster: str) -> ClaimStanding:
+    """The :class:`ClaimStanding` of ``process`` in ``claims``, keys sorted."""
+    ref = process_ref(process)
+    held: list[str] = []
+    lost: list[tuple[str, str]] = []
+    unsettled: list[str] = []
+    for key in bid_keys(process, fleet_cluster):
+        record = claims.get(key)
+        if record is None:
+            unsettled.append(key)
+        elif record.holder == ref:
+            held.append(key)
+        else:
+            lost.append((key, record.holder))
+    return ClaimStanding(tuple(held), tuple(lost), tuple(unsettled))

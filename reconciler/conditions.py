@@ -34,7 +34,8 @@ def conditions_for(
     ``Ready`` is True only in Attested; ``Stalled`` True in Failed (or when ``stalled`` forces it,
     e.g. an intent we do not render); ``Reconciling`` True in every other non-settled phase.
     ``lastTransitionTime`` is kept from ``previous`` when a condition's status is unchanged;
-    ``observedGeneration`` is ``generation`` (left out when None).
+    ``observedGeneration`` is ``generation`` (left out when None). Conditions of other types in
+    ``previous`` (``StableName``, docs/behaviour.md#stable-name-claims) follow, unchanged.
     """
     is_stalled = phase is _P.FAILED if stalled is None else stalled
     values = {
@@ -50,4 +51,5 @@ def conditions_for(
         since = prior.last_transition_time if prior is not None and prior.status == status else now
         out.append(ProcessCondition(type_=type_, status=status, last_transition_time=since, reason=reason,
                                     message=message, observed_generation=generation))
+    out.extend(c for c in previous if c.type_ not in CONDITION_TYPES)
     return out

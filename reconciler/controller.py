@@ -40,6 +40,7 @@ import anyio
 import msgspec
 
 from reconciler.children import ChildRef, ChildState, child_state
+from reconciler.claims import bid_keys
 from reconciler.concurrency import Sibling, concurrency_key, sibling_of
 from reconciler.decision import Decision, Observed
 from reconciler.dependencies import depends_on_refs
@@ -52,6 +53,7 @@ from shared.domain import finalizers as fin
 from shared.domain.api.codec import decode_process
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
+from shared.domain.api.table import PROCESS_TABLE_NAME, ClaimRecord, ProcessTable
 from shared.domain.group import GROUP
 from shared.domain.manifests.batch import Job, ObservedJob
 from shared.domain.resources import PROCESSES
@@ -64,7 +66,7 @@ from shared.kube.live import Basis, decide_on_live
 from shared.kube.logcontext import log_context
 from shared.kube.meta import ObjectMeta
 
-__all__ = ["CONFLICT_REQUEUE", "ChildObject", "PidAllocator", "ProcessReconciler"]
+__all__ = ["CONFLICT_REQUEUE", "ChildObject", "PidAllocator", "ProcessReconciler", "RoutingChildObject", "claims_moved"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,9 @@ PARENT_PID = "parent-pid"
 
 OWN_PID = "pid"
 """Index of Processes by their own ``status.pid``."""
+
+CLAIM_KEY = "claim-key"
+"""Index of Processes by each claims key (``<cluster>/<app>``) they bid for."""
 
 DEPENDS_ON = "depends-on"
 """Index of Processes by the ``<ns>/<name>`` of each Process their ``spec.dependsOn`` names."""
@@ -104,6 +109,22 @@ class ChildObject(msgspec.Struct):
     kind: str = ""
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     status: dict[str, object] = {}
+
+
+class RoutingChildObject(ChildObject):
+    """A routing child (Ingress, DNSEndpoint) as cached, ``spec`` included: small, and compared with the
+    render to notice a hand edit (:func:`reconciler.routing.drift`)."""
+
+    spec: dict[str, object] = {}
+
+
+def _claims_of(table: ProcessTable | None) -> Mapping[str, ClaimRecord]:
+    return table.status.claims if table is not None and table.status is not None else {}
+
+
+def claims_moved(event: WatchEventType, old: ProcessTable | None, new: ProcessTable) -> bool:
+    """Keep a table event only when its ``status.claims`` changed (adds and deletes always)."""
+    return event is not WatchEventType.MODIFIED or _claims_of(old) != _claims_of(new)
 
 
 def child_document(resource: Resource, child: ChildObject) -> dict[str, object]:
@@ -232,6 +253,8 @@ class ProcessReconciler:
         self.clock = clock
         self.prefetch = prefetch
         self.children: list[Informer[ChildObject]] = []
+        self.claims: Callable[[], Mapping[str, ClaimRecord]] = dict
+        """The stored ``ProcessTable.status.claims`` (:meth:`watch_claims`; none until then)."""
         processes.add_indexer(PARENT_PID, parent_pid)
         self.controller: Controller[Process] = Controller("process", processes, self.reconcile, workers=workers)
         # A child Process's change (e.g. reaching Reaped) requeues its parent, found by PID.
@@ -263,6 +286,22 @@ class ProcessReconciler:
         informer.add_indexer(OWNER_UID, controller_owner_uids)
         self.controller.owns(informer, kind="Process", group=GROUP)
         self.children.append(informer)
+
+    def watch_claims(self, tables: Informer[ProcessTable], fleet_cluster: str,
+                     table_name: str = PROCESS_TABLE_NAME) -> None:
+        """Read the claims of table ``table_name`` from ``tables`` into every snapshot, and requeue the
+        bidders of each key when the claims change (a holder that lost its stable name deletes its
+        stable children, the new holder applies its own: docs/behaviour.md#stable-name-claims). Call
+        before the controller runs."""
+        self.claims = lambda: _claims_of(tables.get(table_name))
+        self.processes.add_indexer(CLAIM_KEY, lambda p: bid_keys(p, fleet_cluster))
+
+        def bidders(table: ProcessTable) -> list[Request]:
+            if table.metadata.name != table_name:
+                return []
+            return [Request.of(p) for key in _claims_of(table) for p in self.processes.by_index(CLAIM_KEY, key)]
+
+        self.controller.watches(tables, bidders, predicates=(claims_moved,))
 
     def _dependents_of(self, process: Process) -> list[Request]:
         ref = f"{process.metadata.namespace or 'default'}/{process.metadata.name}"
@@ -352,7 +391,8 @@ class ProcessReconciler:
             child_processes=tuple(self.processes.by_index(PARENT_PID, pid)) if pid else (),
             dependencies={ref: self.processes.get(ref) for ref in dependency_refs(process)},
             processes_by_ref=_CacheView(self.processes), processes_by_pid=_PidView(self.processes),
-            heartbeat_seconds=self.heartbeat_seconds, export_jobs=export_jobs, siblings=self._siblings(process),
+            claims=self.claims(), heartbeat_seconds=self.heartbeat_seconds, export_jobs=export_jobs,
+            siblings=self._siblings(process),
         )
         if self.prefetch is None:
             return observed

@@ -21,6 +21,7 @@ from reconciler.status import StatusPatch
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.api.signal import ProcessSignal
+from shared.domain.api.table import ClaimRecord
 from shared.domain.manifests.batch import Job, ObservedJob
 from shared.kube.events import Event
 
@@ -43,6 +44,8 @@ class Observed:
         processes_by_pid: every cached Process that holds a PID, by its ``status.pid`` (a read-only view
             of the informer's PID index), for the parent check (docs/behaviour.md#dependencies).
         prometheus: PromQL query → scalar result already fetched (None: the query failed).
+        claims: ``ProcessTable.status.claims`` from the table cache (key ``<cluster>/<app>`` → record),
+            empty without a table (docs/behaviour.md#stable-name-claims).
         heartbeat_seconds: the Attested heartbeat / poll interval (HEARTBEAT, docs/behaviour.md#timing).
         export_jobs: this Process's export Jobs from the cache, by export index (docs/behaviour.md#releasing);
             in Releasing, ``children`` also holds the receipt ConfigMaps :func:`reconciler.exports.receipt_refs` names.
@@ -58,6 +61,7 @@ class Observed:
     processes_by_ref: Mapping[str, Process] = field(default_factory=dict)
     processes_by_pid: Mapping[str, Process] = field(default_factory=dict)
     prometheus: Mapping[str, float | None] = field(default_factory=dict)
+    claims: Mapping[str, ClaimRecord] = field(default_factory=dict)
     heartbeat_seconds: float = 30.0
     export_jobs: Mapping[int, ObservedJob] = field(default_factory=dict)
     siblings: tuple[Sibling, ...] = ()

@@ -20,7 +20,8 @@ from msgspec import UNSET
 
 from reconciler import boundary, cel, exports, lifetime_clock
 from reconciler.attestation import attest_process
-from reconciler.children import ChildRef, is_flux_resource
+from reconciler.children import ChildRef
+from reconciler.claims import held_keys, standing
 from reconciler.concurrency import admission
 from reconciler.conditions import conditions_for
 from reconciler.decision import ChildSignal, Decision, Observed, SignalCount
@@ -30,10 +31,12 @@ from reconciler.render import (
     IntentNotSupported,
     Manifest,
     RenderError,
+    RoutingConfig,
     flux_resource_refs,
     manifest_ref,
     render_children,
 )
+from reconciler.routing import INSTANCE, REASON_HELD, STABLE, STABLE_NAME, plan_routing, stable_name_condition
 from reconciler.signals import EffectKind, effect_of, ingest
 from reconciler.status import BoundaryPatch, StatusPatch, merged
 from reconciler.transitions import IllegalTransition, phase_write
@@ -41,11 +44,12 @@ from shared.domain import annotations as ann
 from shared.domain.api.boundary import Condition, ConditionKind
 from shared.domain.api.export import ExportSpec
 from shared.domain.api.phase import ProcessPhase, phase_reached
-from shared.domain.api.process import CheckedCondition, FluxResourceRef, Process
+from shared.domain.api.process import CheckedCondition, FluxResourceRef, Process, ProcessCondition
 from shared.domain.api.signal import ProcessSignal
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.duration import DurationError
 from shared.domain.identity import derive_identity
+from shared.domain.labels import ROUTING_FORM
 from shared.domain.manifests.batch import Job
 from shared.kube.events import Event
 
@@ -69,6 +73,7 @@ __all__ = [
     "holds_finalizer",
     "pid_granted",
     "pid_refused",
+    "with_routing",
 ]
 
 TICK = 1.0
@@ -88,7 +93,9 @@ RenderExportJob = Callable[[Observed, int, ExportSpec], Job]
 
 
 def _render(observed: Observed) -> list[Manifest]:
-    return render_children(observed.process, owner_uid=observed.process.metadata.uid or "")
+    process = observed.process
+    return render_children(process, owner_uid=process.metadata.uid or "",
+                           stable_keys=held_keys(observed.claims, process, RoutingConfig().cluster))
 
 
 def _render_export_job(observed: Observed, index: int, export: ExportSpec) -> Job:
@@ -98,11 +105,14 @@ def _render_export_job(observed: Observed, index: int, export: ExportSpec) -> Jo
 
 @dataclass(frozen=True)
 class Deps:
-    """The collaborators a decision calls: rendering (children, export Jobs) and boundary evaluation (all pure)."""
+    """The collaborators a decision calls: rendering (children, export Jobs) and boundary evaluation (all
+    pure), and the ``--fleet-cluster`` that completes a claims key (``<cluster>/<app>``) when a hostname
+    names none."""
 
     render: Render = field(default=_render)
     evaluate: Evaluate = field(default=boundary.evaluate)
     export_job: RenderExportJob = field(default=_render_export_job)
+    fleet_cluster: str = RoutingConfig().cluster
 
 
 # ── helpers ───────────────────────────────────────────────────────────────────
@@ -491,21 +501,10 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
     )
 
 
-def _missing_routing(observed: Observed, deps: Deps) -> list[ChildRef]:
-    """Rendered routing children (Ingress, DNSEndpoint) absent from the child cache, in render order.
-
-    A render that fails here is left to Execing to report: it finds nothing missing."""
-    try:
-        docs = deps.render(observed)
-    except (IntentNotSupported, RenderError, VariantError):
-        return []
-    refs = (manifest_ref(doc) for doc in docs)
-    return [ref for ref in refs if not is_flux_resource(ref) and ref not in observed.children]
-
-
 def decide_attested(observed: Observed, deps: Deps) -> Decision:
-    """The heartbeat: lifetime clock → Releasing/Exiting; a child not Ready, a routing child gone, or
-    a postcondition no longer holding → Reconverging; otherwise no writes."""
+    """The heartbeat: lifetime clock → Releasing/Exiting; a child not Ready or a postcondition no longer
+    holding → Reconverging; otherwise no writes (routing children are repaired in place by
+    :func:`with_routing`)."""
     process = observed.process
     fired = lifetime_clock.evaluate(process, _P.ATTESTED, observed.now)
     if fired is not None:
@@ -520,11 +519,6 @@ def decide_attested(observed: Observed, deps: Deps) -> Decision:
             requeue_after=SHORT,
             extra=StatusPatch(flux_resources=refs),
         )
-    missing = _missing_routing(observed, deps)
-    if missing:
-        gone = "; ".join(f"{ref.kind} {ref.namespace}/{ref.name}" for ref in missing)
-        return phase_write(observed, _P.RECONVERGING, f"routing drift detected: {gone} missing", reason="Drift",
-                           requeue_after=SHORT)
     post = process.spec.boundary.postconditions
     if post:
         result = deps.evaluate(post, observed)
@@ -693,6 +687,76 @@ def decide_reaped(observed: Observed, deps: Deps) -> Decision:
     return Decision(delete=tuple(observed.children), released=True, delete_self=delete_self)
 
 
+# ── routing children and stable names ───────────────────────────────────────
+
+_ROUTED = frozenset(ProcessPhase) - {_P.PENDING, _P.FORKING, _P.REAPED}
+"""Phases in which a Process may have routing children (Reaped deletes every child itself)."""
+
+_REPAIR: dict[ProcessPhase, frozenset[str]] = {_P.ATTESTED: frozenset({INSTANCE, STABLE}),
+                                               _P.RUNNING: frozenset({STABLE})}
+"""The routing forms applied again in place when missing or changed (Running: only the stable pair,
+whose claim can be granted there; its instance pair was applied by Execing a moment ago)."""
+
+
+def _claim_events(condition: ProcessCondition) -> Event:
+    message = condition.message or ""
+    if condition.reason == REASON_HELD:
+        return Event.warning(REASON_HELD, message)
+    return Event.normal(condition.reason or STABLE_NAME, message)
+
+
+def with_routing(observed: Observed, deps: Deps, decision: Decision) -> Decision:
+    """``decision`` plus the routing upkeep of a Process with ``spec.routing``
+    (docs/behaviour.md#ingress-and-dnsendpoint, docs/behaviour.md#stable-name-claims):
+
+    - owned routing children the current render does not produce are deleted (a stable name lost);
+    - in Attested every rendered routing child, in Running the stable ones, is applied again when
+      missing from the cache or changed (Attested records a Normal Event ``RoutingDrift`` naming them,
+      except for a stable pair whose name is granted in this very pass); not when the decision
+      changes the phase;
+    - the ``StableName`` condition follows the claims (:func:`reconciler.routing.stable_name_condition`),
+      with an Event once per change.
+
+    A render that fails is left to Execing to report: the decision is returned unchanged.
+    """
+    process = observed.process
+    uid = process.metadata.uid
+    if process.spec.routing is None or process.phase not in _ROUTED or not uid:
+        return decision
+    try:
+        docs = deps.render(observed)
+    except (IntentNotSupported, RenderError, VariantError):
+        return decision
+    repair = _REPAIR.get(process.phase, frozenset()) if decision.transition is None else frozenset()
+    plan = plan_routing(docs, observed.children, uid, repair=repair)
+    applied = {manifest_ref(m) for m in decision.apply}
+    extra = [(m, why) for m, why in zip(plan.apply, plan.drift, strict=True) if manifest_ref(m) not in applied]
+    deletes = tuple(ref for ref in plan.delete if ref not in decision.delete)
+
+    status = process.status
+    conditions = list(status.conditions) if status is not None else []
+    previous = next((c for c in conditions if c.type_ == STABLE_NAME), None)
+    condition = stable_name_condition(standing(observed.claims, process, deps.fleet_cluster), process.phase,
+                                      previous, process.metadata.generation, observed.now)
+    granted = condition is not None and condition.status == "True"
+    events = list(decision.events)
+    drifted = [why for m, why in extra
+               if process.phase is _P.ATTESTED and not (granted and m.metadata.labels.get(ROUTING_FORM) == STABLE)]
+    if drifted:
+        events.append(Event.normal("RoutingDrift", f"routing drift corrected: {'; '.join(drifted)}"))
+    patch = decision.status
+    if condition is not None:
+        base = decision.status.conditions if decision.status is not None else UNSET
+        current = base if isinstance(base, list) else conditions
+        wanted = [c for c in current if c.type_ != STABLE_NAME] + [condition]
+        patch = merged(decision.status or StatusPatch(), StatusPatch(conditions=wanted))
+        events.append(_claim_events(condition))
+    if not extra and not deletes and condition is None:
+        return decision
+    return dataclasses.replace(decision, status=patch, apply=(*decision.apply, *(m for m, _ in extra)),
+                               delete=(*decision.delete, *deletes), events=tuple(events))
+
+
 Handler = Callable[[Observed, Deps], Decision]
 
 HANDLERS: dict[ProcessPhase, Handler] = {
@@ -764,7 +828,7 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     1. deletion pre-emption: an alive Process being deleted goes to Exiting **once**;
     2. the signal annotation, if any (every phase; one-shot);
     3. ``spec.suspended`` on an alive Process not being deleted: wait, no writes;
-    4. the phase handler.
+    4. the phase handler, its decision completed by :func:`with_routing`.
 
     A handler asking for an illegal transition is refused: nothing is written, a Warning Event
     ``IllegalTransition`` is recorded and the Process is retried after HEARTBEAT.
@@ -783,7 +847,7 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
             return decide_signal(observed, found.raw, found.signal)
         if process.spec.suspended and phase.is_alive and not deleting:
             return Decision(requeue_after=observed.heartbeat_seconds)
-        return HANDLERS[phase](observed, deps)
+        return with_routing(observed, deps, HANDLERS[phase](observed, deps))
     except IllegalTransition as err:
         return Decision(
             events=(Event.warning("IllegalTransition", str(err)),),

@@ -37,7 +37,7 @@ from typing import Final
 import anyio
 import msgspec
 
-from reconciler.table import TableKeeper, listed_process
+from reconciler.table import JSON_PATCH, TableKeeper, listed_process
 from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTableSpec
 from shared.domain.identity import allocate_pid as format_pid
@@ -69,10 +69,6 @@ MAX_SEQUENCE: Final = 2**32 - 1
 ALLOCATION_BACKOFF: Final = Backoff(initial=0.0025, factor=1.5, cap=0.125, jitter=1.0, steps=50)
 """Waits between conflicting bumps, at most 50 bumps: ``min(0.125, 0.0025·1.5^i)·(1 + U[0,1))`` seconds,
 i.e. 2.5–5 ms first, at most 250 ms (the jitter spreads contenders apart)."""
-
-
-JSON_PATCH: Final = "application/json-patch+json"
-"""Content type of the compare-and-swap bump."""
 
 
 class PidRefused(Exception):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import typing
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -21,6 +22,7 @@ from typing import Final
 from blake3 import blake3
 
 from reconciler.children import ChildRef, is_flux_resource
+from reconciler.claims import claim_key
 from shared.domain import annotations as ann
 from shared.domain import labels
 from shared.domain.api.encapsulates import EncapsulationMode
@@ -32,6 +34,7 @@ from shared.domain.group import API_VERSION
 from shared.domain.hostnames import HostnameError, hostname_cluster
 from shared.domain.hostnames import fqdn as domain_fqdn
 from shared.domain.identity import ephemeral_id
+from shared.domain.manifests.batch import Job
 from shared.domain.manifests.flux import (
     CrossNamespaceSourceReference,
     Decryption,
@@ -349,7 +352,7 @@ def _routing_pair(owner: _Owner, routing: RoutingSpec, host: RoutingHostname, *,
     return docs
 
 
-def _routing_children(owner: _Owner, cfg: RoutingConfig, holds_claim: bool) -> list[Manifest]:
+def _routing_children(owner: _Owner, cfg: RoutingConfig, stable_keys: AbstractSet[str]) -> list[Manifest]:
     process = owner.process
     routing = process.spec.routing
     if routing is None:
@@ -365,7 +368,7 @@ def _routing_children(owner: _Owner, cfg: RoutingConfig, holds_claim: bool) -> l
             eph = fallback
         fqdn = _fqdn(host.app, eph, cluster, cfg)
         docs += _routing_pair(owner, routing, host, form="instance", suffix=eph, fqdn=fqdn, cfg=cfg)
-        if routing.stable_name_claim and holds_claim:
+        if routing.stable_name_claim and claim_key(host, cfg.cluster) in stable_keys:
             stable = _fqdn(host.app, None, cluster, cfg)
             docs += _routing_pair(owner, routing, host, form="stable", suffix="stable", fqdn=stable, cfg=cfg)
     return docs
@@ -376,7 +379,7 @@ def render_children(
     *,
     owner_uid: str,
     routing: RoutingConfig | None = None,
-    holds_claim: bool = False,
+    stable_keys: AbstractSet[str] = frozenset(),
 ) -> list[Manifest]:
     """The child manifests of ``process`` in apply order: intent children, then routing children.
 
@@ -387,7 +390,8 @@ def render_children(
     Args:
         owner_uid: the Process's ``metadata.uid`` (required: an ownerReference needs it).
         routing: fleet settings for ``spec.routing``; defaults to :class:`RoutingConfig`.
-        holds_claim: this Process holds a stable-name claim (docs/behaviour.md#stable-name-claims).
+        stable_keys: the claims keys (``<cluster>/<app>``) this Process holds: each hostname whose key is
+            among them also renders its stable pair (docs/behaviour.md#stable-name-claims).
 
     Raises:
         IntentNotSupported: nix, lisp, container or guest intent (outside Observe mode).
@@ -397,14 +401,14 @@ def render_children(
     if not owner_uid:
         raise RenderError("Process has no metadata.uid; cannot set an ownerReference")
     owner = _owner(process, owner_uid)
-    return [*_intent_children(owner), *_routing_children(owner, routing or RoutingConfig(), holds_claim)]
+    return [*_intent_children(owner), *_routing_children(owner, routing or RoutingConfig(), stable_keys)]
 
 
 # ── refs of rendered children ────────────────────────────────────────────────
 
 
-def manifest_ref(manifest: Manifest) -> ChildRef:
-    """The ref of a rendered manifest (a missing namespace reads as ``default``)."""
+def manifest_ref(manifest: Manifest | Job) -> ChildRef:
+    """The ref of a rendered manifest or export Job (a missing namespace reads as ``default``)."""
     meta = manifest.metadata
     return ChildRef(manifest.api_version, manifest.kind, meta.namespace or "default", meta.name or "")
 

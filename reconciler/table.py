@@ -37,23 +37,31 @@ keeps it from handing PIDs out twice (docs/behaviour.md#a-missing-or-deleted-tab
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import msgspec
 
+from reconciler.claims import ClaimAction, arbitrate, candidates_by_key, claims_changed, foreign_holders
 from shared.domain import finalizers
 from shared.domain.api.codec import decode_table, to_wire, wire_decoder
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
-from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessEntry, ProcessTable, ProcessTableSpec, ProcessTableStatus
+from shared.domain.api.table import (
+    PROCESS_TABLE_NAME,
+    ClaimRecord,
+    ProcessEntry,
+    ProcessTable,
+    ProcessTableSpec,
+    ProcessTableStatus,
+)
 from shared.domain.api.wire import MergePatch
 from shared.domain.identity import pid_segments
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
-from shared.kube.errors import ApiError, Conflict, NotFound
+from shared.kube.errors import ApiError, Conflict, Invalid, NotFound
 from shared.kube.events import EventRecorder, EventType
 from shared.kube.meta import ObjectMeta, as_json
 from shared.kube.pager import list_all
@@ -68,6 +76,7 @@ __all__ = [
     "TableKeeper",
     "TableStatusPatch",
     "TableStatusWriter",
+    "claims_patch",
     "default_table",
     "held_sequence",
     "is_ready",
@@ -84,6 +93,12 @@ DEFAULT_MAX_ROWS: Final = 500
 
 DEFAULT_MAX_ROWS_BYTES: Final = 256 * 1024
 """Byte budget of the rows' JSON (etcd's object limit is 1.5 MiB)."""
+
+JSON_PATCH: Final = "application/json-patch+json"
+"""Content type of the guarded claims write and of the PID bump (:mod:`reconciler.pid`)."""
+
+DEFAULT_FLEET_CLUSTER: Final = "pleme-dev"
+"""``--fleet-cluster``'s default (docs/behaviour.md#tatara-reconciler-flags)."""
 
 DEFAULT_INTERVAL: Final = 2.0
 """Seconds between two table status writes, at most one write per interval."""
@@ -195,17 +210,29 @@ class TableKeeper:
         Raises:
             ApiError: the GET, LIST or create failed.
         """
+        return (await self.read_document())[0]
+
+    async def read_document(self) -> tuple[ProcessTable, bytes]:
+        """:meth:`read`, with the table's JSON as the API server sent it (a JSON patch ``test`` op must
+        compare against the stored bytes, not against our re-encoding of them).
+
+        Raises:
+            ApiError: the GET, LIST or create failed.
+        """
         try:
-            return decode_table(await self.client.get(PROCESS_TABLES, self.name))
+            raw = await self.client.get(PROCESS_TABLES, self.name)
+            return decode_table(raw), raw
         except NotFound:
             pass
         held = held_sequence(await self.processes())
         next_sequence = max(held, self.highest) + 1
         try:
-            table = decode_table(await self.client.create(
-                PROCESS_TABLES, as_json(default_table(self.name, next_sequence=next_sequence))))
+            fresh = default_table(self.name, next_sequence=next_sequence)
+            raw = await self.client.create(PROCESS_TABLES, as_json(fresh))
         except Conflict:
-            return decode_table(await self.client.get(PROCESS_TABLES, self.name))
+            raw = await self.client.get(PROCESS_TABLES, self.name)
+            return decode_table(raw), raw
+        table = decode_table(raw)
         if next_sequence > 1:
             self.recreated += 1
             message = (f"ProcessTable {self.name} was missing: recreated with nextSequence {next_sequence}, "
@@ -213,7 +240,7 @@ class TableKeeper:
             log.warning("%s", message)
             if self.recorder is not None:
                 await self.recorder.record(PROCESS_TABLES, table, EventType.WARNING, "ProcessTableRecreated", message)
-        return table
+        return table, raw
 
     async def guard(self, table: ProcessTable, cached: Iterable[Process] = ()) -> None:
         """Put our finalizer on a live ``table`` that lacks it; on a deleted one, remove it once no
@@ -331,6 +358,34 @@ def table_status(
     return TableStatusPatch(process_count=len(everything), ready_count=ready, processes=rows, last_reconciled=now)
 
 
+def claims_patch(document: Mapping[str, Any], new: Mapping[str, ClaimRecord]) -> list[dict[str, object]]:
+    """The JSON patch (RFC 6902) that replaces the stored ``status.claims`` of the table ``document``
+    (its JSON as stored) with ``new`` — only if nobody changed them since ``document`` was read.
+
+    The guard is a ``test`` of the table's ``uid`` and of the stored claims themselves, so the counts
+    and rows the writer merges in, and PID bumps on ``spec``, never make it fail; when no claims are
+    stored yet (a ``test`` cannot check for absence) it tests the ``resourceVersion`` instead. An empty
+    ``new`` removes the key (``claims`` is left out when empty, docs/wire-format.md#claims). A failed
+    ``test`` is answered 422.
+    """
+    meta = document.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    status = document.get("status")
+    value = {key: to_wire(record) for key, record in sorted(new.items())}
+    ops: list[dict[str, object]] = []
+    if meta.get("uid"):
+        ops.append({"op": "test", "path": "/metadata/uid", "value": meta["uid"]})
+    if isinstance(status, Mapping) and "claims" in status:
+        ops.append({"op": "test", "path": "/status/claims", "value": status["claims"]})
+        if value:
+            return [*ops, {"op": "replace", "path": "/status/claims", "value": value}]
+        return [*ops, {"op": "remove", "path": "/status/claims"}]
+    ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")})
+    if isinstance(status, Mapping):
+        return [*ops, {"op": "add", "path": "/status/claims", "value": value}]
+    return [*ops, {"op": "add", "path": "/status", "value": {"claims": value}}]
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -347,7 +402,13 @@ class TableStatusWriter:
         client: the API client.
         processes: returns the current Processes (e.g. ``informer.objects``).
         keeper: the table keeper shared with PID allocation (default: one of its own, without Events).
-        now: injectable clock for ``lastReconciled``.
+        now: injectable clock for ``lastReconciled`` and a claim's ``grantedAt``.
+        fleet_cluster: ``--fleet-cluster``, the cluster of a claims key whose hostname names none.
+        namespace: the namespace ``processes()`` covers (None: all); holders of claims outside it are
+            read with a GET before arbitrating (:func:`reconciler.claims.foreign_holders`).
+        synced: awaited by :meth:`run` before its first write (e.g. the Process informer's
+            ``wait_synced``): a cache still listing would count too few Processes and vacate the
+            claims of those it has not seen yet.
     """
 
     def __init__(
@@ -361,8 +422,16 @@ class TableStatusWriter:
         max_bytes: int = DEFAULT_MAX_ROWS_BYTES,
         now: Callable[[], datetime] = _utcnow,
         keeper: TableKeeper | None = None,
+        fleet_cluster: str = DEFAULT_FLEET_CLUSTER,
+        namespace: str | None = None,
+        synced: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
+        self.synced = synced
+        self.fleet_cluster = fleet_cluster
+        self.namespace = namespace
+        self.claim_writes = 0
+        """Claims writes that landed."""
         self.keeper = keeper or TableKeeper(client, table_name)
         self.processes = processes
         self.table_name = table_name
@@ -381,30 +450,80 @@ class TableStatusWriter:
         self._dirty.set()
 
     async def flush(self) -> bool:
-        """Compute the status now and write it if it differs from the stored one; True if written.
+        """Compute the status now and write what differs from the stored one: the counts and rows
+        (merge patch), then the claims (:meth:`arbitrate`); True if anything was written.
 
         Raises:
-            ApiError: the GET, create or PATCH failed.
+            ApiError: the GET, create or a PATCH failed (a claims write that lost a race is not an error:
+                the table is marked out of date and arbitrated again after the interval).
         """
         processes = list(self.processes())
-        status = table_status(processes, self.now(), max_rows=self.max_rows, max_bytes=self.max_bytes)
+        now = self.now()
+        status = table_status(processes, now, max_rows=self.max_rows, max_bytes=self.max_bytes)
         wanted = status.compared
-        table = await self.keeper.read()
+        table, raw = await self.keeper.read_document()
         await self.keeper.guard(table, processes)
         if self._stored is None or table.metadata.uid != self._uid:
             self._stored, self._uid = _stored(table.status), table.metadata.uid
-        if wanted == self._stored:
+        written = False
+        if wanted != self._stored:
+            raw = await patch_status(self.client, PROCESS_TABLES, None, self.table_name, status) or raw
+            self.writes += 1
+            self._stored = wanted
+            written = True
+        return await self.arbitrate(processes, raw, now) or written
+
+    async def arbitrate(self, processes: Iterable[Process], raw: bytes, now: datetime) -> bool:
+        """Decide every claims key (:func:`reconciler.claims.arbitrate`) from the claims stored in the
+        table ``raw`` (its JSON as read: the holders survive a restart) and the bids of ``processes``
+        plus the holders outside :attr:`namespace`; write them when :func:`~reconciler.claims.claims_changed`
+        with :func:`claims_patch`. True if written.
+
+        Raises:
+            ApiError: a GET of a foreign holder or the PATCH failed (a lost ``test``, 422/409/404, is not
+                raised: the table is marked out of date).
+        """
+        document = msgspec.json.decode(raw)
+        table = decode_table(raw)
+        current = table.status.claims if table.status is not None else {}
+        bidders = [*processes, *[p for ref in foreign_holders(current, self.namespace)
+                                 if (p := await self._process(ref)) is not None]]
+        new, decisions = arbitrate(current, candidates_by_key(bidders, self.fleet_cluster, now), now)
+        if not claims_changed(current, new):
             return False
-        await patch_status(self.client, PROCESS_TABLES, None, self.table_name, status)
-        self.writes += 1
-        self._stored = wanted
+        try:
+            await self.client.request("PATCH", PROCESS_TABLES.path(None, self.table_name, "status"),
+                                      body=msgspec.json.encode(claims_patch(document, new)), content_type=JSON_PATCH)
+        except (Invalid, Conflict, NotFound):
+            log.info("ProcessTable %s claims changed since they were read; arbitrating again", self.table_name)
+            self._dirty.set()
+            return False
+        self.claim_writes += 1
+        for key, decision in decisions.items():
+            if decision.action is ClaimAction.TRANSFER and decision.record is not None:
+                log.info("claim transferred", extra={"key": key, "holder": decision.record.holder,
+                                                     "priority": decision.record.priority})
+            elif decision.action is ClaimAction.VACATE and key in current:
+                log.info("claim vacated (no live candidates)", extra={"key": key})
         return True
+
+    async def _process(self, ref: str) -> Process | None:
+        """The Process ``<namespace>/<name>`` as stored, None when gone or undecodable."""
+        namespace, _, name = ref.partition("/")
+        try:
+            return wire_decoder(Process).decode(await self.client.get(PROCESSES, name, namespace))
+        except NotFound:
+            return None
+        except (ValueError, RecursionError):
+            return None
 
     async def run(self) -> None:
         """Write whenever notified, at most once per ``interval``; runs until cancelled.
 
         A failed write is logged and retried after the interval (the stored copy is re-read).
         """
+        if self.synced is not None:
+            await self.synced()
         while True:
             await self._dirty.wait()
             self._dirty = anyio.Event()

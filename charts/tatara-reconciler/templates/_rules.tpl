@@ -6,7 +6,8 @@ Exactly the API calls tatara-reconciler makes (least privilege). Sources:
 - processes/status: merge patch on /status (shared/kube/patch.py patch_status).
 - ProcessTables: get, create when missing, nextSequence bump by JSON patch, finalizer by merge patch
   (reconciler/pid.py, reconciler/table.py); an informer (list/watch) wakes the table writer
-  (reconciler/app.py); processtables/status by merge patch (reconciler/table.py).
+  (reconciler/app.py); processtables/status: counts by merge patch, claims by JSON patch
+  (reconciler/table.py), which also GETs a claim's holder outside --watch-namespace.
 - The rendered kinds (reconciler/render.py RENDERED_KINDS: Flux Kustomizations/HelmReleases/
   OCIRepositories, Ingresses, DNSEndpoints): informers (reconciler/app.py), server-side apply, deletes
   (reconciler/executor.py), GETs for boundary conditions (reconciler/prefetch.py).

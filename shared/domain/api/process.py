@@ -201,7 +201,7 @@ class ProcessCondition(WireStruct):
     """``status.conditions[]``, the metav1.Condition shape."""
 
     type_: str
-    """Condition type: ``Ready``, ``Reconciling`` or ``Stalled``."""
+    """Condition type: ``Ready``, ``Reconciling``, ``Stalled`` (kstatus), or ``StableName`` for a stable-name bidder."""
     status: str
     """``"True"``, ``"False"`` or ``"Unknown"``."""
     last_transition_time: Timestamp

@@ -122,6 +122,7 @@ async def test_observability_example_with_flux_intent_and_routing_is_accepted(
         "backend": {"service": "grafana", "port": 3000, "ingressAnnotations": {"nginx.ingress.kubernetes.io/x": "y"}},
         "stableNameClaim": True,
     }
-    docs = [as_json(m) for m in render_children(convert(raw, Process), owner_uid=UID, routing=CFG, holds_claim=True)]
+    held = {"pleme-dev/grafana", "pleme-dev/prometheus"}
+    docs = [as_json(m) for m in render_children(convert(raw, Process), owner_uid=UID, routing=CFG, stable_keys=held)]
     assert [d["kind"] for d in docs] == ["Kustomization"] + ["Ingress", "DNSEndpoint"] * 4
     await check_accepted(kube, docs)

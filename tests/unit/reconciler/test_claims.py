@@ -10,11 +10,16 @@ import pytest
 from reconciler.claims import (
     Candidate,
     ClaimAction,
+    ClaimStanding,
     arbitrate,
+    bid_keys,
     candidates_by_key,
     claims_changed,
     decide_claim,
+    foreign_holders,
+    held_keys,
     holds_any_claim,
+    standing,
 )
 from shared.domain.api.codec import convert
 from shared.domain.api.phase import ProcessPhase as P
@@ -117,3 +122,55 @@ def test_holds_any_claim_compares_the_holder_only() -> None:
     claims = {"c/api": record("ns/a", pid="whatever.9")}
     assert holds_any_claim(claims, "ns", "a")
     assert not holds_any_claim(claims, "ns", "b")
+
+
+# ── the Process side: keys, holders, standing ────────────────────────────────
+
+
+def bidder(name: str = "me", *, claim: bool = True, hostnames: list[dict[str, Any]] | None = None) -> Process:
+    return convert({
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
+                 "intent": {"flux": {"gitRepository": "r", "path": "./a"}},
+                 "routing": {"hostnames": hostnames or [{"app": "web"}, {"app": "api", "cluster": "c2"},
+                                                         {"app": "web"}],
+                             "backend": {"service": "s", "port": 80}, "stableNameClaim": claim}},
+    }, Process)
+
+
+def test_bid_keys_are_sorted_unique_and_need_stable_name_claim() -> None:
+    assert bid_keys(bidder(), "pleme-dev") == ["c2/api", "pleme-dev/web"]
+    assert bid_keys(bidder(claim=False), "pleme-dev") == []
+
+
+@pytest.mark.parametrize(
+    ("claims", "held", "lost", "unsettled"),
+    [
+        ({}, (), (), ("c2/api", "pleme-dev/web")),
+        ({"pleme-dev/web": record("ns/me")}, ("pleme-dev/web",), (), ("c2/api",)),
+        ({"pleme-dev/web": record("ns/me", pid="other.9"), "c2/api": record("ns/b")},
+         ("pleme-dev/web",), (("c2/api", "ns/b"),), ()),
+        ({"elsewhere/web": record("ns/me")}, (), (), ("c2/api", "pleme-dev/web")),
+    ],
+    ids=[
+        "no records: every key unsettled",
+        "one key held, one not arbitrated yet",
+        "the pid is not compared; a key held by another is lost to it",
+        "a record under a key it does not bid for is not its own",
+    ],
+)
+def test_standing(claims: dict[str, ClaimRecord], held: tuple[str, ...], lost: tuple[tuple[str, str], ...],
+                  unsettled: tuple[str, ...]) -> None:
+    assert standing(claims, bidder(), "pleme-dev") == ClaimStanding(held, lost, unsettled)
+    assert held_keys(claims, bidder(), "pleme-dev") == frozenset(held)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "expected"),
+    [(None, []), ("ns", ["other/b"]), ("other", ["ns/a"])],
+    ids=["a cluster-wide reconciler has no foreign holder", "holders outside the watched namespace are foreign",
+         "each holder once, sorted"],
+)
+def test_foreign_holders(namespace: str | None, expected: list[str]) -> None:
+    claims = {"k1": record("ns/a"), "k2": record("other/b"), "k3": record("ns/a")}
+    assert foreign_holders(claims, namespace) == expected

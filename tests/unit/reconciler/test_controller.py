@@ -12,16 +12,17 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from reconciler.controller import ProcessReconciler
+from reconciler.controller import ProcessReconciler, claims_moved
 from reconciler.decision import Decision
 from reconciler.executor import Executor
 from reconciler.pid import PidRefused
 from shared.domain.api.codec import convert, to_wire
 from shared.domain.api.process import Process
+from shared.domain.api.table import ProcessTable
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Request, Result
 from shared.kube.errors import Conflict
-from shared.kube.informer import Informer
+from shared.kube.informer import Informer, WatchEventType
 from shared.kube.meta import as_json
 
 pytestmark = pytest.mark.anyio
@@ -195,3 +196,35 @@ async def test_the_finalizer_goes_on_before_the_first_decision_is_executed() -> 
     assert executor.patches_before == [1]  # the guarded finalizer patch came first
     ((_, decision, _),) = executor.done
     assert as_json(decision.status)["phase"] == "Forking"
+
+
+def table(claims: dict[str, Any] | None, *, rv: str = "1") -> ProcessTable:
+    status = {"claims": claims} if claims is not None else {"processCount": 3}
+    return convert({"metadata": {"name": "proc", "resourceVersion": rv}, "status": status}, ProcessTable)
+
+
+HOLDS_A = {"pleme-dev/api": {"holder": "ns/a", "pid": "a.1", "grantedAt": "2026-01-01T00:00:00Z", "priority": 0}}
+HOLDS_B = {"pleme-dev/api": {"holder": "ns/b", "pid": "b.1", "grantedAt": "2026-01-01T00:01:00Z", "priority": 0}}
+
+
+@pytest.mark.parametrize(
+    ("event", "old", "new", "kept"),
+    [
+        (WatchEventType.ADDED, None, table(HOLDS_A), True),
+        (WatchEventType.MODIFIED, table(HOLDS_A), table(HOLDS_B, rv="2"), True),
+        (WatchEventType.MODIFIED, table(HOLDS_A), table(HOLDS_A, rv="2"), False),
+        (WatchEventType.MODIFIED, table(None), table(None, rv="2"), False),
+        (WatchEventType.MODIFIED, table(HOLDS_A), table(None, rv="2"), True),
+        (WatchEventType.DELETED, table(HOLDS_A), table(HOLDS_A), True),
+    ],
+    ids=[
+        "a new table wakes the bidders",
+        "a transfer wakes the bidders",
+        "a counts write that keeps the claims is dropped",
+        "a table without claims changing only its counts is dropped",
+        "claims vacated wake the bidders",
+        "a deleted table wakes the bidders",
+    ],
+)
+def test_claims_moved(event: WatchEventType, old: ProcessTable | None, new: ProcessTable, kept: bool) -> None:
+    assert claims_moved(event, old, new) is kept

@@ -13,12 +13,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from reconciler.children import ChildRef, ChildState
+from reconciler.children import ChildRef, ChildState, child_ref
 from reconciler.conditions import conditions_for
 from reconciler.decision import ChildSignal, Decision, Observed, SignalCount, Transition
 from reconciler.phases import Deps, decide, holds_finalizer, pid_granted, pid_refused
 from reconciler.pid import PidRefused
-from reconciler.render import IntentNotSupported, Manifest
+from reconciler.render import IntentNotSupported, Manifest, manifest_ref, render_children
 from reconciler.transitions import IllegalTransition, is_legal, phase_write
 from shared.domain.api.codec import convert, format_timestamp
 from shared.domain.api.phase import ProcessPhase as P
@@ -655,17 +655,36 @@ ROUTED = {"routing": {"hostnames": [{"app": "api", "instance": "x"}], "backend":
 INGRESS = ChildRef("networking.k8s.io/v1", "Ingress", "ns", "me-api-x")
 
 
-def test_attested_with_a_routing_child_gone_reconverges_to_apply_it_again() -> None:
+def routing_cache(process: Process) -> dict[ChildRef, ChildState]:
+    """The routing children ``process`` renders, cached as the API server stores them."""
+    docs = [as_json(m) for m in render_children(process, owner_uid="u-1")]
+    return {child_ref(d): ChildState(ref=child_ref(d), ready=None, object=d) for d in docs if d["kind"] == "Ingress"}
+
+
+def test_attested_with_a_routing_child_gone_applies_it_again_in_place() -> None:
     p = make("Attested", spec=ROUTED, fluxResources=[{**KS_REF, "ready": True}])
     d = decide(obs(p, children=ready(True)))
-    goes_to(d, P.ATTESTED, P.RECONVERGING, "routing drift detected: Ingress ns/me-api-x missing")
-    assert d.requeue_after == 5.0
+    assert d.transition is None
+    assert d.status is None
+    assert [manifest_ref(m) for m in d.apply] == [INGRESS]
+    assert d.events == (Event.normal("RoutingDrift", "routing drift corrected: Ingress ns/me-api-x missing"),)
+    assert d.requeue_after == 30.0
+
+
+def test_attested_with_a_routing_child_edited_by_hand_applies_it_again() -> None:
+    p = make("Attested", spec=ROUTED, fluxResources=[{**KS_REF, "ready": True}])
+    cached = routing_cache(p)
+    doc = cached[INGRESS].object
+    edited = {**doc, "spec": {**doc["spec"], "ingressClassName": "traefik"}}
+    children = {**ready(True), INGRESS: ChildState(ref=INGRESS, ready=None, object=edited)}
+    d = decide(obs(p, children=children))
+    assert [manifest_ref(m) for m in d.apply] == [INGRESS]
+    assert d.events == (Event.normal("RoutingDrift", "routing drift corrected: Ingress ns/me-api-x changed"),)
 
 
 def test_attested_with_its_routing_children_cached_writes_nothing() -> None:
     p = make("Attested", spec=ROUTED, fluxResources=[{**KS_REF, "ready": True}])
-    children = {**ready(True), INGRESS: ChildState(ref=INGRESS, ready=None)}
-    assert decide(obs(p, children=children)) == Decision(requeue_after=30.0)
+    assert decide(obs(p, children={**ready(True), **routing_cache(p)})) == Decision(requeue_after=30.0)
 
 
 def test_reconverging_goes_back_to_execing() -> None:

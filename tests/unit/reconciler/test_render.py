@@ -315,9 +315,10 @@ def test_routing_renders_ingress_and_dnsendpoint_named_after_process_app_and_ins
 def test_stable_form_only_with_a_held_claim_and_no_dns_without_lb_target() -> None:
     process = make({"intent": FLUX, "routing": ROUTING})
     cfg = RoutingConfig()
-    names = [d["metadata"]["name"] for d in rendered(process, owner_uid=UID, routing=cfg, holds_claim=True)]
+    held = {"pleme-dev/api"}
+    names = [d["metadata"]["name"] for d in rendered(process, owner_uid=UID, routing=cfg, stable_keys=held)]
     assert names == ["p", "p-api-demo-prod", "p-api-stable"]
-    stable = rendered(process, owner_uid=UID, routing=cfg, holds_claim=True)[2]
+    stable = rendered(process, owner_uid=UID, routing=cfg, stable_keys=held)[2]
     assert stable["spec"]["rules"][0]["host"] == "api.pleme-dev.use1.quero.lol"
     assert stable["metadata"]["labels"]["tatara.pleme.io/routing-form"] == "stable"
     assert [d["metadata"]["name"] for d in rendered(process, owner_uid=UID, routing=cfg)] == [
@@ -379,7 +380,8 @@ def test_rendered_kinds_are_the_flux_and_routing_kinds_in_apply_order() -> None:
 def test_every_rendered_document_is_of_a_rendered_kind() -> None:
     kinds = {(r.api_version, r.kind) for r in RENDERED_KINDS}
     docs = [
-        *rendered(make({"intent": OCI_APP, "routing": ROUTING}), owner_uid=UID, routing=CFG, holds_claim=True),
+        *rendered(make({"intent": OCI_APP, "routing": ROUTING}), owner_uid=UID, routing=CFG,
+                  stable_keys={"pleme-dev/api"}),
         *rendered(make({"intent": FLUX}), owner_uid=UID),
         *rendered(make({"intent": {"aplicacao": {"chartRef": "r/c", "version": "1"}}}), owner_uid=UID),
     ]

@@ -12,10 +12,11 @@ import pytest
 from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 
-from reconciler.table import TableKeeper, TableStatusWriter, is_ready, pid_sort_key, table_status
+from reconciler.table import TableKeeper, TableStatusWriter, claims_patch, is_ready, pid_sort_key, table_status
 from shared.domain import finalizers
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
+from shared.domain.api.table import ClaimRecord
 from shared.kube.client import KubeClient, Resource
 from shared.kube.errors import NotFound
 from shared.kube.meta import as_json
@@ -224,3 +225,43 @@ async def test_a_deleted_table_keeps_its_finalizer_while_a_pid_is_held(listed: l
     keeper = TableKeeper(cast(KubeClient, fake))
     await keeper.guard(await keeper.read())
     assert fake.table["metadata"]["finalizers"] == (["other", finalizers.TABLE] if kept else ["other"])
+
+
+# ── the claims write (docs/behaviour.md#stable-name-claims) ─────────────────
+
+GRANTED = datetime(2025, 1, 1, tzinfo=UTC)
+A = ClaimRecord(holder="ns/a", pid="a.1", granted_at=GRANTED, priority=0)
+A_WIRE = {"holder": "ns/a", "pid": "a.1", "grantedAt": "2025-01-01T00:00:00Z", "priority": 0}
+META = {"uid": "u-1", "resourceVersion": "42"}
+STORED = {"holder": "ns/b", "pid": "b.1", "grantedAt": "2024-12-31T23:59:59.5Z", "priority": 3}
+
+
+@pytest.mark.parametrize(
+    ("document", "new", "expected"),
+    [
+        ({"metadata": META, "status": {"processCount": 1, "claims": {"k": STORED}}}, {"k": A},
+         [{"op": "test", "path": "/metadata/uid", "value": "u-1"},
+          {"op": "test", "path": "/status/claims", "value": {"k": STORED}},
+          {"op": "replace", "path": "/status/claims", "value": {"k": A_WIRE}}]),
+        ({"metadata": META, "status": {"claims": {"k": STORED}}}, {},
+         [{"op": "test", "path": "/metadata/uid", "value": "u-1"},
+          {"op": "test", "path": "/status/claims", "value": {"k": STORED}},
+          {"op": "remove", "path": "/status/claims"}]),
+        ({"metadata": META, "status": {"processCount": 1}}, {"k": A},
+         [{"op": "test", "path": "/metadata/uid", "value": "u-1"},
+          {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+          {"op": "add", "path": "/status/claims", "value": {"k": A_WIRE}}]),
+        ({"metadata": META}, {"k": A},
+         [{"op": "test", "path": "/metadata/uid", "value": "u-1"},
+          {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+          {"op": "add", "path": "/status", "value": {"claims": {"k": A_WIRE}}}]),
+    ],
+    ids=[
+        "stored claims are tested as stored (their own bytes) and replaced",
+        "an empty map removes the key",
+        "no claims stored yet: the resourceVersion is tested instead",
+        "no status at all: status is added with the claims",
+    ],
+)
+def test_claims_patch(document: dict[str, Any], new: dict[str, ClaimRecord], expected: list[dict[str, Any]]) -> None:
+    assert claims_patch(document, new) == expected

@@ -1,0 +1,189 @@
+"""A Process's routing children kept equal to its render, and its standing on the stable names it bids for.
+
+Pure: rendered manifests, cached children and claims in; what to apply, what to delete and the
+``StableName`` condition out (docs/behaviour.md#ingress-and-dnsendpoint,
+docs/behaviour.md#stable-name-claims).
+
+- :func:`plan_routing`: the owned routing children (Ingress, DNSEndpoint) the current render does not
+  produce are deleted (a stable name lost or released, a hostname edited away); the rendered ones of
+  the forms asked for are applied again when missing from the cache or when the cached object's
+  ``spec`` or labels no longer contain what we render (a hand edit). Annotations are not compared:
+  the stamps ``generation`` / ``attestation-root`` move with every attestation.
+- :func:`stable_name_condition`: the ``StableName`` condition of a bidder, written only when its
+  status, reason or message changes (so its Event is recorded once per change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from reconciler.children import ChildRef, ChildState, is_flux_resource
+from reconciler.claims import ELIGIBLE_PHASES, ClaimStanding
+from reconciler.render import Manifest, manifest_ref
+from shared.domain import labels
+from shared.domain.api.phase import ProcessPhase
+from shared.domain.api.process import ProcessCondition
+from shared.domain.resources import DNS_ENDPOINTS, INGRESSES
+from shared.kube.meta import as_json
+
+__all__ = [
+    "INSTANCE",
+    "REASON_GRANTED",
+    "REASON_HELD",
+    "REASON_RELEASED",
+    "ROUTING_KINDS",
+    "STABLE",
+    "STABLE_NAME",
+    "RoutingPlan",
+    "contains",
+    "drift",
+    "plan_routing",
+    "stable_name_condition",
+]
+
+STABLE_NAME: Final = "StableName"
+"""Condition type: True while the Process holds every stable name it bids for."""
+
+REASON_GRANTED: Final = "StableNameGranted"
+REASON_HELD: Final = "StableNameHeld"
+"""Another Process holds a stable name this one bids for (the message names it ``<namespace>/<name>``)."""
+REASON_RELEASED: Final = "StableNameReleased"
+
+INSTANCE: Final = "instance"
+STABLE: Final = "stable"
+"""Values of the ``routing-form`` label."""
+
+ROUTING_KINDS: Final = frozenset({(INGRESSES.api_version, INGRESSES.kind),
+                                  (DNS_ENDPOINTS.api_version, DNS_ENDPOINTS.kind)})
+
+
+@dataclass(frozen=True)
+class RoutingPlan:
+    """``apply``: rendered routing manifests to server-side apply again, in render order; ``delete``:
+    owned routing children no longer rendered; ``drift``: ``"<Kind> <ns>/<name> missing|changed"`` for
+    each of ``apply``."""
+
+    apply: tuple[Manifest, ...] = ()
+    delete: tuple[ChildRef, ...] = ()
+    drift: tuple[str, ...] = ()
+
+
+def contains(have: object, want: object) -> bool:
+    """Whether JSON value ``have`` holds ``want``: every key of an object (recursively; extra keys in
+    ``have``, such as server defaults, are allowed), lists of the same length element by element,
+    scalars equal by JSON type (``true`` ≠ ``1``, ``1`` = ``1.0``)."""
+    if isinstance(want, Mapping):
+        return isinstance(have, Mapping) and all(k in have and contains(have[k], v) for k, v in want.items())
+    if isinstance(want, list):
+        return (isinstance(have, list) and len(have) == len(want)
+                and all(contains(h, w) for h, w in zip(have, want, strict=True)))
+    if isinstance(want, bool) or isinstance(have, bool):
+        return have is want
+    if isinstance(want, int | float) and isinstance(have, int | float):
+        return have == want
+    return type(have) is type(want) and have == want
+
+
+def _section(doc: Mapping[str, object], *path: str) -> object:
+    value: object = doc
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value if value is not None else {}
+
+
+def drift(manifest: Manifest, cached: ChildState | None) -> str | None:
+    """``"missing"`` when nothing is cached, ``"changed"`` when the cached ``spec`` or labels lack what
+    ``manifest`` renders, else None."""
+    if cached is None:
+        return "missing"
+    wanted = as_json(manifest)
+    for path in (("spec",), ("metadata", "labels")):
+        if not contains(_section(cached.object, *path), _section(wanted, *path)):
+            return "changed"
+    return None
+
+
+def _owned_routing(children: Mapping[ChildRef, ChildState], owner_uid: str) -> list[ChildRef]:
+    """Cached routing children whose controller ownerReference is ``owner_uid`` (not the objects a
+    boundary condition merely names)."""
+    out = []
+    for ref, state in children.items():
+        if (ref.api_version, ref.kind) not in ROUTING_KINDS:
+            continue
+        owners = _section(state.object, "metadata", "ownerReferences")
+        if isinstance(owners, list) and any(isinstance(o, Mapping) and o.get("controller") is True
+                                            and o.get("uid") == owner_uid for o in owners):
+            out.append(ref)
+    return out
+
+
+def _form(manifest: Manifest) -> str:
+    return manifest.metadata.labels.get(labels.ROUTING_FORM, INSTANCE)
+
+
+def plan_routing(rendered: Sequence[Manifest], children: Mapping[ChildRef, ChildState], owner_uid: str,
+                 *, repair: Collection[str] = ()) -> RoutingPlan:
+    """What keeps the Process's routing children equal to ``rendered`` (its whole render; intent
+    children are ignored).
+
+    Args:
+        rendered: the current render, in apply order.
+        children: the cached children by ref (owned ones and boundary inputs alike).
+        owner_uid: the Process's ``metadata.uid``.
+        repair: the ``routing-form`` values (:data:`INSTANCE`, :data:`STABLE`) whose missing or changed
+            children are applied again; other forms are only deleted when no longer rendered.
+    """
+    routes = [m for m in rendered if not is_flux_resource(manifest_ref(m))]
+    wanted = {manifest_ref(m) for m in routes}
+    apply: list[Manifest] = []
+    why: list[str] = []
+    for manifest in routes:
+        if _form(manifest) not in repair:
+            continue
+        ref = manifest_ref(manifest)
+        found = drift(manifest, children.get(ref))
+        if found is not None:
+            apply.append(manifest)
+            why.append(f"{ref.kind} {ref.namespace}/{ref.name} {found}")
+    delete = tuple(ref for ref in _owned_routing(children, owner_uid) if ref not in wanted)
+    return RoutingPlan(tuple(apply), delete, tuple(why))
+
+
+def _wanted(standing: ClaimStanding, phase: ProcessPhase,
+            previous: ProcessCondition | None) -> tuple[str, str, str] | None:
+    """(status, reason, message) of the condition, or None to leave it as it is."""
+    if phase in ELIGIBLE_PHASES:
+        if standing.lost:
+            held = "; ".join(f"stable name {key} is held by {holder}" for key, holder in standing.lost)
+            mine = f"; holds {', '.join(standing.held)}" if standing.held else ""
+            return "False", REASON_HELD, held + mine
+        if standing.held and not standing.unsettled:
+            return "True", REASON_GRANTED, f"holds stable name {', '.join(standing.held)}"
+        return None  # not arbitrated yet
+    if previous is not None and previous.status == "True" and not standing.held:
+        return "False", REASON_RELEASED, f"stable name released: {phase.value} is not Running or Attested"
+    return None
+
+
+def stable_name_condition(standing: ClaimStanding, phase: ProcessPhase, previous: ProcessCondition | None,
+                          generation: int | None, now: datetime) -> ProcessCondition | None:
+    """The new ``StableName`` condition of a bidder, or None when it stays as it is.
+
+    In Running or Attested: ``False``/:data:`REASON_HELD` naming each holder when another Process
+    holds one of its keys; ``True``/:data:`REASON_GRANTED` when it holds every key; unchanged while a
+    key has no record yet. In any other phase a ``True`` condition turns ``False``/
+    :data:`REASON_RELEASED` once the claims no longer name it. ``lastTransitionTime`` is kept while the
+    status does not change.
+    """
+    wanted = _wanted(standing, phase, previous)
+    if wanted is None:
+        return None
+    status, reason, message = wanted
+    if previous is not None and (previous.status, previous.reason, previous.message) == wanted:
+        return None
+    since = previous.last_transition_time if previous is not None and previous.status == status else now
+    return ProcessCondition(type_=STABLE_NAME, status=status, last_transition_time=since, reason=reason,
+                            message=message, observed_generation=generation)

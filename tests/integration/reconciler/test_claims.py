@@ -1,0 +1,180 @@
+"""Stable-name claims with the reconciler running on the real API server (docs/behaviour.md#stable-name-claims):
+two Processes bidding for one stable name, one holder in ``ProcessTable.status.claims`` and only its stable
+Ingress/DNSEndpoint, the loser told why; the holder kept across a restart; the claim moving when the holder
+is deleted; a hand-deleted or hand-edited stable Ingress put back in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from shared.domain.api.table import PROCESS_TABLE_NAME
+from shared.domain.resources import DNS_ENDPOINTS, INGRESSES, PROCESS_TABLES, PROCESSES
+from shared.kube.client import EVENTS, KubeClient
+from tests.integration.reconciler.conftest import NO_HEARTBEAT, reconciler_running
+from tests.integration.reconciler.test_lifecycle import flux_process, read
+from tests.integration.reconciler.test_routing import settled
+from tests.integration.reconciler.test_scenarios import gone, reached
+from tests.support.kube import wait_for
+
+pytestmark = pytest.mark.anyio
+
+APP = "claimed"
+KEY = f"pleme-dev/{APP}"
+"""The claims key: ``--fleet-cluster`` (default ``pleme-dev``) and the hostname's app."""
+STABLE_HOST = f"{APP}.pleme-dev.use1.quero.lol"
+"""``<app>.<cluster>.<location>.<domain>`` with the default fleet settings (docs/wire-format.md#hostnames)."""
+LB = "lb.example.test"
+
+
+def bidder(name: str) -> dict[str, Any]:
+    process = flux_process(name)
+    process["spec"]["routing"] = {"hostnames": [{"app": APP, "instance": name}],
+                                  "backend": {"service": "svc", "port": 80}, "stableNameClaim": True}
+    return process
+
+
+async def claims(kc: KubeClient) -> dict[str, Any]:
+    table = await read(kc, PROCESS_TABLES, PROCESS_TABLE_NAME, None)
+    found: dict[str, Any] = (table.get("status") or {}).get("claims") or {}
+    return found
+
+
+def held_by(kc: KubeClient, ref: str) -> Any:
+    async def probe() -> dict[str, Any] | None:
+        record = (await claims(kc)).get(KEY)
+        return record if record is not None and record["holder"] == ref else None
+
+    return probe
+
+
+async def exists(kc: KubeClient, resource: Any, name: str, ns: str) -> dict[str, Any] | None:
+    try:
+        return await read(kc, resource, name, ns)
+    except Exception:
+        return None
+
+
+def stable_name_condition(kc: KubeClient, ns: str, name: str, reason: str) -> Any:
+    async def probe() -> dict[str, Any] | None:
+        status = (await read(kc, PROCESSES, name, ns)).get("status") or {}
+        return next((c for c in status.get("conditions", []) if c["type"] == "StableName" and c["reason"] == reason),
+                    None)
+
+    return probe
+
+
+async def events_of(kc: KubeClient, ns: str, name: str) -> dict[tuple[str, str], int]:
+    items = msgspec.json.decode(await kc.list(EVENTS, ns))["items"]
+    return {(e["reason"], e["message"]): e["count"] for e in items if e["involvedObject"]["name"] == name}
+
+
+async def test_two_bidders_one_holder_kept_across_a_restart_and_passed_on_when_it_is_deleted(
+    kc: KubeClient, namespace: str
+) -> None:
+    first, second = f"{namespace}/first", f"{namespace}/second"
+    async with reconciler_running(kc, namespace, heartbeat_seconds=NO_HEARTBEAT, dns_lb_target=LB):
+        await kc.create(PROCESSES, bidder("first"), namespace)
+        await wait_for(reached(kc, namespace, "first", "Attested"), timeout=60, what="first Attested")
+        await kc.create(PROCESSES, bidder("second"), namespace)
+        await wait_for(reached(kc, namespace, "second", "Attested"), timeout=60, what="second Attested")
+
+        # first was created first, at equal priority: it holds the name (docs/behaviour.md#stable-name-claims)
+        record = await wait_for(held_by(kc, first), timeout=30, what="first holding the claim")
+        process = await read(kc, PROCESSES, "first", namespace)
+        assert record["pid"] == process["status"]["pid"]
+        assert record["priority"] == 0
+        ingress = await wait_for(lambda: exists(kc, INGRESSES, f"first-{APP}-stable", namespace), timeout=30,
+                                 what="the holder's stable Ingress")
+        assert ingress["spec"]["rules"][0]["host"] == STABLE_HOST
+        assert ingress["metadata"]["labels"]["tatara.pleme.io/routing-form"] == "stable"
+        dns = await wait_for(lambda: exists(kc, DNS_ENDPOINTS, f"first-{APP}-stable-dns", namespace), timeout=30,
+                             what="the holder's stable DNSEndpoint")
+        assert dns["spec"]["endpoints"][0]["dnsName"] == STABLE_HOST
+        granted = await wait_for(stable_name_condition(kc, namespace, "first", "StableNameGranted"), timeout=30,
+                                 what="the holder's StableName condition")
+        assert granted["status"] == "True"
+
+        # the loser is told who holds the name, and has no stable objects
+        lost = await wait_for(stable_name_condition(kc, namespace, "second", "StableNameHeld"), timeout=30,
+                              what="the loser's StableName condition")
+        assert lost["status"] == "False"
+        assert lost["message"] == f"stable name {KEY} is held by {first}"
+        assert await gone(kc, INGRESSES, f"second-{APP}-stable", namespace)
+        assert await gone(kc, DNS_ENDPOINTS, f"second-{APP}-stable-dns", namespace)
+        assert await exists(kc, INGRESSES, f"second-{APP}-second", namespace) is not None
+
+    # a restarted reconciler reads the holder back from the table: same record, nothing transferred
+    async with reconciler_running(kc, namespace, heartbeat_seconds=NO_HEARTBEAT, dns_lb_target=LB) as manager:
+        await wait_for(lambda: settled(manager), timeout=30, what="the restarted reconciler to settle")
+        assert (await claims(kc))[KEY] == record
+        seen = await events_of(kc, namespace, "second")
+        assert seen[("StableNameHeld", f"stable name {KEY} is held by {first}")] == 1  # once, not per pass
+
+        # the holder is deleted: it runs down to Reaped, and the name passes to the other bidder
+        await kc.delete(PROCESSES, "first", namespace)
+        await wait_for(held_by(kc, second), timeout=60, what="the claim moving to second")
+        await wait_for(lambda: gone(kc, INGRESSES, f"first-{APP}-stable", namespace), timeout=30,
+                       what="the old holder's stable Ingress deleted")
+        moved = await wait_for(lambda: exists(kc, INGRESSES, f"second-{APP}-stable", namespace), timeout=30,
+                               what="the new holder's stable Ingress")
+        assert moved["spec"]["rules"][0]["host"] == STABLE_HOST
+        await wait_for(lambda: exists(kc, DNS_ENDPOINTS, f"second-{APP}-stable-dns", namespace), timeout=30,
+                       what="the new holder's stable DNSEndpoint")
+        await wait_for(stable_name_condition(kc, namespace, "second", "StableNameGranted"), timeout=30,
+                       what="the new holder's StableName condition")
+        assert await phase_is(kc, namespace, "second", "Attested")
+
+        # the last holder is deleted: the key is vacated
+        await kc.delete(PROCESSES, "second", namespace)
+        await wait_for(lambda: gone(kc, PROCESSES, "second", namespace), timeout=60, what="second gone")
+        await wait_for(lambda: vacated(kc), timeout=30, what="the claim vacated")
+
+
+async def phase_is(kc: KubeClient, ns: str, name: str, phase: str) -> bool:
+    return bool(await reached(kc, ns, name, phase)())
+
+
+async def vacated(kc: KubeClient) -> bool:
+    return KEY not in await claims(kc)
+
+
+async def test_a_hand_deleted_or_edited_stable_ingress_is_put_back_without_reconverging(
+    kc: KubeClient, namespace: str
+) -> None:
+    name = f"only-{APP}-stable"
+    missing = ("RoutingDrift", f"routing drift corrected: Ingress {namespace}/{name} missing")
+    changed = ("RoutingDrift", f"routing drift corrected: Ingress {namespace}/{name} changed")
+    async with reconciler_running(kc, namespace, heartbeat_seconds=NO_HEARTBEAT, dns_lb_target=LB) as manager:
+        await kc.create(PROCESSES, bidder("only"), namespace)
+        await wait_for(reached(kc, namespace, "only", "Attested"), timeout=60, what="Attested")
+        first = await wait_for(lambda: exists(kc, INGRESSES, name, namespace), timeout=30, what="the stable Ingress")
+        await wait_for(lambda: settled(manager), timeout=30, what="the reconciler to settle")
+        # (the pass that applies a granted pair may be followed by one whose cache lags that apply:
+        # it applies again, harmlessly, and may say so; count from here)
+        before = await events_of(kc, namespace, "only")
+
+        await kc.delete(INGRESSES, name, namespace)
+
+        async def recreated() -> dict[str, Any] | None:
+            again = await exists(kc, INGRESSES, name, namespace)
+            return again if again is not None and again["metadata"]["uid"] != first["metadata"]["uid"] else None
+
+        await wait_for(recreated, timeout=30, what="the stable Ingress applied again")
+
+        spec = {"rules": [{"host": "elsewhere.example.test", "http": first["spec"]["rules"][0]["http"]}]}
+        await kc.merge_patch(INGRESSES, name, {"spec": spec}, namespace)
+
+        async def restored() -> bool:
+            again = await exists(kc, INGRESSES, name, namespace)
+            return again is not None and again["spec"]["rules"][0]["host"] == STABLE_HOST
+
+        await wait_for(restored, timeout=30, what="the hand edit undone")
+        assert (await claims(kc))[KEY]["holder"] == f"{namespace}/only"
+        seen = await events_of(kc, namespace, "only")
+        assert not [key for key in seen if key[0] == "PhaseReconverging"]
+        assert seen[missing] - before.get(missing, 0) == 1
+        assert seen[changed] - before.get(changed, 0) == 1
+        assert await phase_is(kc, namespace, "only", "Attested")
