@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -171,19 +172,23 @@ async def test_recording_on_an_object_without_a_name_does_not_raise(kclient: Kub
 # ── background writing (the recorder as a manager runnable) ─────────────────────────────────
 
 
-async def queue_open(recorder: EventRecorder) -> None:
+@asynccontextmanager
+async def running(recorder: EventRecorder) -> AsyncIterator[None]:
+    """``recorder.run()`` in the background from the moment its queue is open; cancelled on exit."""
     async def is_open() -> bool:
         return recorder._queue is not None
 
-    await wait_for(is_open, what="the recorder's queue to open")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.run)
+        await wait_for(is_open, what="the recorder's queue to open")
+        yield
+        tg.cancel_scope.cancel()
 
 
 async def test_with_run_running_emit_queues_and_the_senders_write(kclient: KubeClient, ns: str) -> None:
     recorder = EventRecorder(kclient, CONTROLLER, INSTANCE)
     cm = await make_cm(kclient, ns, "queued")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(recorder.run)
-        await queue_open(recorder)
+    async with running(recorder):
         for reason in ("One", "Two", "Three"):
             await recorder.emit(CONFIG_MAPS, cm, Event.normal(reason, "queued"))
 
@@ -191,30 +196,23 @@ async def test_with_run_running_emit_queues_and_the_senders_write(kclient: KubeC
             return {e["reason"] for e in await events_of(kclient, ns, "queued")} == {"One", "Two", "Three"}
 
         await wait_for(written, what="the three queued Events")
-        tg.cancel_scope.cancel()
     assert recorder.stats.created == 3
 
 
 async def test_what_is_queued_at_shutdown_is_still_written(kclient: KubeClient, ns: str) -> None:
     recorder = EventRecorder(kclient, CONTROLLER, INSTANCE)
     cm = await make_cm(kclient, ns, "flushed")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(recorder.run)
-        await queue_open(recorder)
+    async with running(recorder):
         for i in range(20):  # emit does not yield while it queues: all 20 wait when the run is cancelled
             await recorder.emit(CONFIG_MAPS, cm, Event.normal(f"Reason{i}", "at shutdown"))
-        tg.cancel_scope.cancel()
     assert len(await events_of(kclient, ns, "flushed")) == 20
 
 
 async def test_a_full_queue_drops_and_counts(kclient: KubeClient, ns: str) -> None:
     recorder = EventRecorder(kclient, CONTROLLER, INSTANCE)
     cm = await make_cm(kclient, ns, "overflow")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(recorder.run)
-        await queue_open(recorder)
+    async with running(recorder):
         # no checkpoint between emits: each waiting sender is handed one, MAX_QUEUED more wait, the rest drop
         for i in range(SENDERS + MAX_QUEUED + 5):
             await recorder.emit(CONFIG_MAPS, cm, Event.normal(f"R{i}", "overflow"))
         assert recorder.stats.dropped == 5
-        tg.cancel_scope.cancel()
