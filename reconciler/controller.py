@@ -60,6 +60,7 @@ from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.errors import Conflict
+from shared.kube.expectations import LAG_REQUEUE_SECONDS, WriteExpectations
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.live import Basis, decide_on_live
@@ -270,6 +271,8 @@ class ProcessReconciler:
         processes.add_indexer(CONCURRENCY, concurrency_group)
         self.controller.watches(processes, self._waiting_siblings_of, predicates=(leaves_slot,))
         self._gate = anyio.Lock()
+        self._own_writes = WriteExpectations()
+        """Our last status write per Process, until the cache shows it (docs/runtime.md#own-writes)."""
         self._admitted: dict[str, float] = {}
         """``<ns>/<name>`` → when this replica wrote it Forking out of Pending (a capped Process)."""
         # An export Job's change (created, finished, deleted) requeues its Process.
@@ -321,9 +324,14 @@ class ProcessReconciler:
     # -- one reconcile ----------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result:
-        process = self.processes.get(str(request))
+        key = str(request)
+        process = self.processes.get(key)
         if process is None:
+            self._own_writes.forget(key)
             return Result.done()  # deleted; the finalizer kept it until Reaped, so nothing is left to do
+        if self._own_writes.lagging(key, process.metadata.resource_version):
+            # the cache does not show our last status write yet: deciding now would redo it
+            return Result.after(LAG_REQUEUE_SECONDS)
         return await finalize(self.client, PROCESSES, fin.PROCESS, process, self._converge, needed=holds_finalizer)
 
     async def _converge(self, step: Apply[Process] | Cleanup[Process]) -> Outcome:
@@ -344,11 +352,13 @@ class ProcessReconciler:
                 return Outcome(Result.done())  # gone since the cache saw it
             decision = await self._with_pid(dataclasses.replace(observed, process=basis.obj), basis.decision)
             try:
-                await self.executor.execute(basis.obj, decision, guard=_guard(basis))
+                written = await self.executor.execute(basis.obj, decision, guard=_guard(basis))
             except Conflict:
                 log.debug("the Process changed since the live read; deciding again in %.0f s", CONFLICT_REQUEUE)
                 return Outcome(Result.after(CONFLICT_REQUEUE))
             self._expect(basis.obj, decision)
+            if not decision.delete_self:
+                self._own_writes.wrote(_ref(basis.obj), written)
             return Outcome(Result(requeue_after=decision.requeue_after), released=decision.released)
 
     def _expect(self, process: Process, decision: Decision) -> None:

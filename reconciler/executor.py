@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import logging
 
+import msgspec
+
 from reconciler.decision import Decision
 from reconciler.metrics import ProcessMetrics
 from reconciler.render import FIELD_MANAGER
@@ -35,12 +37,21 @@ from shared.kube.client import KubeClient
 from shared.kube.discovery import RESTMapper
 from shared.kube.errors import NotFound
 from shared.kube.events import EventRecorder
-from shared.kube.meta import ObjectRef
+from shared.kube.meta import ObjectMeta, ObjectRef
 from shared.kube.patch import annotations_patch, apply, patch_annotations, patch_status
 
 __all__ = ["Executor"]
 
 log = logging.getLogger(__name__)
+
+
+class _Stored(msgspec.Struct):
+    """The part of a written Process the executor reads back: its metadata (resourceVersion)."""
+
+    metadata: ObjectMeta = ObjectMeta()
+
+
+_STORED = msgspec.json.Decoder(_Stored)
 
 
 class Executor:
@@ -60,11 +71,15 @@ class Executor:
         self.recorder = recorder
         self.metrics = metrics
 
-    async def execute(self, process: Process, decision: Decision, *, guard: str | None = None) -> None:
+    async def execute(self, process: Process, decision: Decision, *, guard: str | None = None) -> str | None:
         """Carry out ``decision`` for ``process`` (the object it was decided on), in the module's order.
 
         Args:
             guard: the ``metadata.resourceVersion`` the status write must still find (None: unguarded).
+
+        Returns:
+            The resourceVersion the status write left the Process at (None: no status write), so the
+            controller can tell when its cache shows this write (docs/runtime.md#own-writes).
 
         Raises:
             shared.kube.errors.Conflict: ``guard`` is stale (nothing after the status write was done).
@@ -92,9 +107,12 @@ class Executor:
             await self.client.merge_patch(PROCESSES, name, body, ns)
         elif decision.annotations:
             await patch_annotations(self.client, PROCESSES, process, decision.annotations)
+        written: str | None = None
         if decision.status is not None:
-            await patch_status(self.client, PROCESSES, ns, name, decision.status, current=process,
-                               resource_version=guard)
+            stored = await patch_status(self.client, PROCESSES, ns, name, decision.status, current=process,
+                                        resource_version=guard)
+            if stored is not None:
+                written = _STORED.decode(stored).metadata.resource_version
 
         if decision.signal is not None:
             self.metrics.signals.labels(decision.signal.signal, decision.signal.outcome).inc()
@@ -107,3 +125,4 @@ class Executor:
         if decision.delete_self:
             with contextlib.suppress(NotFound):
                 await self.client.delete(PROCESSES, name, ns)
+        return written
