@@ -10,7 +10,6 @@ did not (the receipt says why) or the receipt could not be written or the creden
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -20,9 +19,9 @@ import anyio
 from export_worker.config import WorkerConfig, parse_or_exit
 from export_worker.worker import run_export
 from shared import __version__
+from shared.kube import entrypoint
 from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError
-from shared.kube.logcontext import configure_logging
 
 NAME = "tatara-export-worker"
 
@@ -52,13 +51,10 @@ async def serve(config: WorkerConfig) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the binary; returns the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "--version" in args or "-V" in args:
-        print(f"{NAME} {__version__}")
+    config = entrypoint.prepare(NAME, __version__, argv, parse_or_exit)
+    if config is None:
         return 0
-    config = parse_or_exit(args, os.environ)
-    configure_logging(logging.getLevelName(config.python_log_level))
-    log.info("starting %s %s for %s/%s", NAME, __version__, config.process_namespace, config.process_name)
+    log.info("export of %s/%s, receipt %s", config.process_namespace, config.process_name, config.receipt_configmap)
     return anyio.run(serve, config)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tools.controlplane.cluster import free_port
-from tools.processes import stop_process_groups
+from tools.processes import log_tail, stop_process_groups
 
 START_TIMEOUT = 30.0
 """Seconds to wait for ``/healthz`` after the start."""
@@ -121,10 +121,7 @@ class NatsServer:
 
     def log_tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines of the server's log."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, SIGKILL after :data:`STOP_GRACE`) and remove the temp folder."""
