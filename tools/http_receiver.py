@@ -52,11 +52,14 @@ class HttpReceiver:
         port: port to listen on (default: a free one).
         status: HTTP status every request is answered with; may be changed while running.
         on_request: called with each recorded request (e.g. to print it).
+        hold: when set, each request is recorded at once but answered only once this event is set (a sink
+            that does not answer, for timeouts and killed clients).
     """
 
     port: int | None = None
     status: int = 200
     on_request: Callable[[RecordedRequest], None] | None = None
+    hold: asyncio.Event | None = None
     requests: list[RecordedRequest] = field(default_factory=list, init=False)
     _runner: web.AppRunner | None = field(default=None, init=False)
 
@@ -70,13 +73,15 @@ class HttpReceiver:
         self.requests.append(recorded)
         if self.on_request is not None:
             self.on_request(recorded)
+        if self.hold is not None:
+            await self.hold.wait()
         return web.Response(status=self.status)
 
     async def start(self) -> HttpReceiver:
         """Bind and start serving; returns once the socket listens."""
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
         await self._runner.setup()
         if self.port is None:
             self.port = free_port()
@@ -84,7 +89,9 @@ class HttpReceiver:
         return self
 
     async def stop(self) -> None:
-        """Stop serving and close the socket."""
+        """Release held requests, stop serving and close the socket."""
+        if self.hold is not None:
+            self.hold.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

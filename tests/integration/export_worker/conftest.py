@@ -87,17 +87,31 @@ class Run:
         return evidence
 
 
-async def run_worker(kubeconfig: Path, kc: KubeClient, spec: dict[str, Any], namespace: str, *extra: str,
-                     configmap: str = "pr-1-export-0-receipt", name: str = "pr-1") -> Run:
-    """``tatara-export-worker`` as the export Job runs it (``$KUBECONFIG`` pointing at ``kubeconfig``)."""
+def worker_command(kubeconfig: Path, spec: dict[str, Any], namespace: str, *extra: str,
+                   configmap: str = "pr-1-export-0-receipt", name: str = "pr-1") -> tuple[list[str], dict[str, str]]:
+    """Arguments and environment of ``tatara-export-worker`` as the export Job runs it (``$KUBECONFIG`` pointing
+    at ``kubeconfig``)."""
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
     env.pop("TATARA_RECEIPT_KEY", None)
     args = [sys.executable, "-m", "export_worker.main", "--spec", json.dumps(spec), "--process-namespace", namespace,
             "--process-name", name, "--receipt-configmap", configmap, *extra]
-    with anyio.fail_after(120):
-        proc = await anyio.run_process(args, cwd=ROOT, env=env, check=False, stdin=subprocess.DEVNULL)
+    return args, env
+
+
+async def receipt_configmap(kc: KubeClient, namespace: str, configmap: str) -> dict[str, Any]:
+    """The receipt ConfigMap, or ``{}`` when there is none."""
     try:
         cm: dict[str, Any] = msgspec.json.decode(await kc.get(CONFIG_MAPS, configmap, namespace))
-    except NotFound:  # no receipt: the test says what it expected
-        cm = {}
-    return Run(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), cm)
+    except NotFound:
+        return {}
+    return cm
+
+
+async def run_worker(kubeconfig: Path, kc: KubeClient, spec: dict[str, Any], namespace: str, *extra: str,
+                     configmap: str = "pr-1-export-0-receipt", name: str = "pr-1") -> Run:
+    """Run the worker to its end (:func:`worker_command`) and read back its receipt ConfigMap."""
+    args, env = worker_command(kubeconfig, spec, namespace, *extra, configmap=configmap, name=name)
+    with anyio.fail_after(120):
+        proc = await anyio.run_process(args, cwd=ROOT, env=env, check=False, stdin=subprocess.DEVNULL)
+    return Run(proc.returncode, proc.stdout.decode(), proc.stderr.decode(),
+               await receipt_configmap(kc, namespace, configmap))

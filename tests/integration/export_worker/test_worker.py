@@ -7,17 +7,29 @@ receipt that says why, a Warning Event on the Process, and exit status 1."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 import nats
 import pytest
 
 from shared.domain.resources import PROCESSES
 from shared.kube.client import CONFIG_MAPS, EVENTS, KubeClient
-from tests.integration.export_worker.conftest import PROCESS, Run, canonical, hexdigest, run_worker
+from tests.integration.export_worker.conftest import (
+    PROCESS,
+    Run,
+    canonical,
+    hexdigest,
+    receipt_configmap,
+    run_worker,
+    worker_command,
+)
+from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
 from tools.http_receiver import HttpReceiver
@@ -212,3 +224,26 @@ async def test_a_channel_with_two_variants_fails_and_a_rerun_overwrites_the_rece
     second.verify(fixed, "shipped", receiver.requests[-1].body)
     assert list(second.configmap["data"]) == ["receipt.yaml"]
     assert second.configmap["metadata"]["uid"] == first.configmap["metadata"]["uid"], "the same ConfigMap, rewritten"
+
+
+async def test_a_worker_killed_mid_run_leaves_no_receipt_and_its_retry_ships_again_and_writes_it(
+        control_plane: LocalControlPlane, kc: KubeClient, namespace: str, receiver: HttpReceiver) -> None:
+    await setup(kc, namespace)
+    receiver.hold = asyncio.Event()  # the sink takes the POST and never answers
+    export = spec({"runMarker": {"labels": {}}}, http(receiver, "marker"))
+    args, env = worker_command(control_plane.kubeconfig, export, namespace)
+    async with await anyio.open_process(args, env=env, stdin=subprocess.DEVNULL) as proc:
+        await wait_for(lambda: _arrived(receiver, 1), timeout=60, what="the first POST")
+        proc.kill()
+        assert await proc.wait() != 0
+    assert await receipt_configmap(kc, namespace, "pr-1-export-0-receipt") == {}, "killed before the receipt"
+    receiver.hold.set()
+    receiver.hold = None
+    retry = await run_worker(control_plane.kubeconfig, kc, export, namespace)
+    assert retry.returncode == 0, retry.stderr
+    assert len(receiver.requests) == 2, "at least once: the retry ships again"
+    retry.verify(export, "shipped", receiver.requests[-1].body)
+
+
+async def _arrived(receiver: HttpReceiver, count: int) -> bool:
+    return len(receiver.requests) >= count
