@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from export_worker.sources import ConfigMap, collect_receipts
 from shared.kube.meta import ObjectMeta
 
@@ -42,6 +44,13 @@ def test_configmaps_of_other_processes_unannotated_ones_and_export_receipts_are_
         cm("bad", {"r": "not a receipt"}, ref="demo/pr-2"),
     ], REF)
     assert (collected.envelopes, collected.skipped) == ([], 0)
+
+
+@pytest.mark.parametrize("value", ["a: 2026-13-45", "[" * 5000, "- " * 3000 + "x", "!!python/object:os.system x"],
+                         ids=["an impossible date", "deep flow nesting", "deep block nesting", "an unknown tag"])
+def test_a_value_that_breaks_the_yaml_reader_is_skipped_not_raised(value: str) -> None:
+    collected = collect_receipts([cm("a", {"bad": value, "good": receipt("test-suite")})], REF)
+    assert ([e.kind for e in collected.envelopes], collected.skipped) == (["test-suite"], 1)
 
 
 def test_the_artifact_is_a_json_array_of_envelopes() -> None:
