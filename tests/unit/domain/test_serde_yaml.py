@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared.domain import serde_yaml
 from shared.domain.serde_yaml import to_yaml
@@ -82,3 +84,9 @@ def test_the_pure_python_emitter_writes_the_same_text(monkeypatch: pytest.Monkey
 def test_anything_but_plain_data_is_refused() -> None:
     with pytest.raises(TypeError, match="not YAML data"):
         to_yaml({"k": object()})
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))
+def test_any_text_reads_back_unchanged(text: str) -> None:
+    assert yaml.load(to_yaml({"k": text, "n": [text]}), Loader=yaml.BaseLoader) == {"k": text, "n": [text]}
