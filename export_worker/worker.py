@@ -116,12 +116,19 @@ async def run_export(client: KubeClient, config: WorkerConfig, *, now: Callable[
         outcome = ExportOutcome.failed(f"source: {err}")
     except SourceError as err:
         outcome = ExportOutcome.failed(str(err))
+    except Exception as err:  # a defect or an answer nobody foresaw: still a receipt, never a crash loop
+        log.exception("reading the artifact failed unexpectedly")
+        outcome = ExportOutcome.failed(f"source: {type(err).__name__}: {err}")
     else:
         skipped = artifact.skipped_receipts
         event = build_event(source, artifact.data, run_id=run_id, signal_type=signal_type_of(spec.channel),
                             now=now())
         event_bytes = event.compact()
-        outcome = await ship(spec.channel, event, event_bytes, run_id, out)
+        try:
+            outcome = await ship(spec.channel, event, event_bytes, run_id, out)
+        except Exception as err:  # the shippers turn every failure they know into an outcome; this is the rest
+            log.exception("shipping failed unexpectedly")
+            outcome = ExportOutcome.failed(f"channel: {type(err).__name__}: {err}")
     if outcome.is_shipped:
         log.info("shipped %d bytes (run id %s)", len(event_bytes), run_id)
     else:
