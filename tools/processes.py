@@ -7,6 +7,7 @@ import signal
 import subprocess
 from collections.abc import Sequence
 from contextlib import suppress
+from pathlib import Path
 
 
 def stop_process_groups(procs: Sequence[subprocess.Popen[bytes]], grace: float) -> None:
@@ -24,3 +25,11 @@ def stop_process_groups(procs: Sequence[subprocess.Popen[bytes]], grace: float) 
             with suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of the log file ``path`` (empty when it cannot be read)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

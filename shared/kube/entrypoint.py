@@ -54,16 +54,26 @@ async def serve(name: str, version: str, config: C, build: Callable[[KubeClient,
         await client.close()
 
 
-def main(name: str, version: str, argv: Sequence[str] | None,
-         parse_or_exit: Callable[[Sequence[str], Mapping[str, str]], C],
-         build: Callable[[KubeClient, C], Manager]) -> int:
-    """``--version`` / ``-V``; else parse flags (exit 2 when bad), configure JSON logs and tracing, serve."""
+def prepare(name: str, version: str, argv: Sequence[str] | None,
+            parse_or_exit: Callable[[Sequence[str], Mapping[str, str]], C]) -> C | None:
+    """The start of every binary: ``--version`` / ``-V`` prints ``<name> <version>`` and gives None; else parse
+    flags (``parse_or_exit`` exits 2 when bad), configure JSON logs and tracing, log the start; the config."""
     args = list(sys.argv[1:] if argv is None else argv)
     if "--version" in args or "-V" in args:
         print(f"{name} {version}")
-        return 0
+        return None
     config = parse_or_exit(args, os.environ)
     configure_logging(logging.getLevelName(config.python_log_level))
     configure_tracing(name)
     logging.getLogger(name).info("starting %s %s", name, version)
+    return config
+
+
+def main(name: str, version: str, argv: Sequence[str] | None,
+         parse_or_exit: Callable[[Sequence[str], Mapping[str, str]], C],
+         build: Callable[[KubeClient, C], Manager]) -> int:
+    """:func:`prepare`, then serve the manager ``build`` makes."""
+    config = prepare(name, version, argv, parse_or_exit)
+    if config is None:
+        return 0
     return anyio.run(serve, name, version, config, build)

@@ -39,7 +39,7 @@ import yaml
 
 from tools.controlplane.build import Toolchain
 from tools.controlplane.pki import CertificateAuthority, service_account_signing_key
-from tools.processes import stop_process_groups
+from tools.processes import log_tail, stop_process_groups
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,7 @@ class _Component:
             )
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         if self.process is not None:

@@ -159,7 +159,8 @@ def parse_yaml(data: bytes | str) -> ReceiptEnvelope:
     """As :func:`parse_json` for YAML; ``invalid YAML: …`` on failure."""
     try:
         envelope = msgspec.convert(_yaml_document(data), ReceiptEnvelope)
-    except (yaml.YAMLError, msgspec.ValidationError) as err:
+    except (yaml.YAMLError, msgspec.ValidationError, ValueError, RecursionError) as err:
+        # ValueError: a scalar YAML resolves but cannot build (``2026-13-45``); RecursionError: deep nesting
         raise ReceiptError(f"invalid YAML: {err}") from None
     envelope.verify_shape()
     return envelope
