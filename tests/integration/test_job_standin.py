@@ -1,0 +1,244 @@
+"""The Job runner stand-in against the real API server: it runs an export Job's container as a local process
+under a TokenRequest token of the Job's ServiceAccount and writes the status the Job controller would, which
+the 1.36 API server's Job-status validation accepts."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from shared.domain.labels import EXPORT_INDEX, MANAGED_BY, ROLE, ROLE_EXPORT
+from shared.domain.resources import JOBS
+from shared.kube.client import CONFIG_MAPS, EVENTS, KubeClient
+from shared.kube.errors import Invalid, NotFound
+from tests.support.kube import wait_for
+from tools.controlplane import LocalControlPlane
+from tools.rbac import EXPORT_WORKER, apply_rbac, export_worker_rbac
+from tools.standins.jobs import JobRunnerStandIn
+
+pytestmark = pytest.mark.anyio
+
+WRITER = "example.test/configmap-writer:1"
+"""An image the tests map to :data:`WRITER_SCRIPT` (args: ConfigMap name, namespace)."""
+WRITER_SCRIPT = """
+import sys, anyio
+from shared.kube.client import CONFIG_MAPS, KubeClient
+from shared.kube.errors import ApiError
+async def main(name, namespace):
+    async with await KubeClient.from_kubeconfig() as kc:
+        await kc.apply(CONFIG_MAPS, name, {"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": name, "namespace": namespace}, "data": {"by": "job"}},
+                       namespace, field_manager="writer")
+try:
+    anyio.run(main, *sys.argv[1:])
+except ApiError as err:
+    print(f"refused: {err}", flush=True)
+    sys.exit(1)
+"""
+ENTRYPOINTS = {WRITER: [sys.executable, "-c", WRITER_SCRIPT]}
+
+
+def export_job(name: str, *, args: Sequence[str] = (), command: Sequence[str] = (), image: str = WRITER,
+               account: str = EXPORT_WORKER, backoff_limit: int = 1) -> dict[str, Any]:
+    """A Job shaped like the reconciler's export Jobs (labels, one container, backoffLimit)."""
+    labels = {MANAGED_BY: "tatara-reconciler", ROLE: ROLE_EXPORT, EXPORT_INDEX: "0"}
+    container: dict[str, Any] = {"name": "export", "image": image, "args": list(args)}
+    if command:
+        container["command"] = list(command)
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels},
+            "spec": {"backoffLimit": backoff_limit, "ttlSecondsAfterFinished": 3600,
+                     "template": {"metadata": {"labels": labels}, "spec": {
+                         "restartPolicy": "Never", "serviceAccountName": account, "containers": [container]}}}}
+
+
+async def job_status(kc: KubeClient, ns: str, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = msgspec.json.decode(await kc.get(JOBS, name, ns)).get("status") or {}
+    return status
+
+
+def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status.get("conditions") or ()}
+
+
+async def finished(kc: KubeClient, ns: str, name: str) -> dict[str, Any] | None:
+    status = await job_status(kc, ns, name)
+    kinds = conditions(status)
+    return status if "Complete" in kinds or "Failed" in kinds else None
+
+
+async def events_of(kc: KubeClient, ns: str, name: str) -> list[dict[str, Any]]:
+    items = msgspec.json.decode(await kc.list(EVENTS, ns, field_selector=f"involvedObject.name={name}"))["items"]
+    return list(items)
+
+
+@asynccontextmanager
+async def stand_in(kc: KubeClient, plane: LocalControlPlane, ns: str, logs: Path,
+                   entrypoints: dict[str, list[str]] | None = None) -> AsyncIterator[JobRunnerStandIn]:
+    runner = JobRunnerStandIn(kc, server=plane.server, ca_file=plane.ca_file, logs=logs, namespace=ns,
+                              entrypoints=ENTRYPOINTS if entrypoints is None else entrypoints, retry_base=0.2)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.run)
+        yield runner
+        tg.cancel_scope.cancel()
+
+
+async def test_a_job_runs_under_its_service_account_and_completes_as_the_job_controller_writes_it(
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    await apply_rbac(kc, export_worker_rbac(namespace))
+    async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
+        await kc.create(JOBS, export_job("proc-export-0", args=["proc-export-0-receipt", namespace]), namespace)
+        status = await wait_for(lambda: finished(kc, namespace, "proc-export-0"), timeout=60,
+                                what="the Job to finish")
+    written = msgspec.json.decode(await kc.get(CONFIG_MAPS, "proc-export-0-receipt", namespace))
+    assert written["data"] == {"by": "job"}
+    # Written under the ServiceAccount's token: the API server records who applied it.
+    managers = {f["manager"] for f in written["metadata"]["managedFields"]}
+    assert managers == {"writer"}
+    kinds = conditions(status)
+    assert set(kinds) == {"SuccessCriteriaMet", "Complete"}
+    assert {c["reason"] for c in kinds.values()} == {"CompletionsReached"}
+    assert kinds["Complete"]["message"] == "Reached expected number of succeeded pods"
+    assert (status["succeeded"], status.get("active", 0), status.get("failed", 0)) == (1, 0, 0)
+    assert status["startTime"] <= status["completionTime"]
+    assert runner.runs == 1
+    assert "Completed" in {e["reason"] for e in await events_of(kc, namespace, "proc-export-0")}
+    assert "--- exit code 0" in runner.log_file(namespace, "proc-export-0").read_text()
+
+
+async def test_a_failing_run_is_retried_per_backoff_limit_then_failed_with_backoff_limit_exceeded(
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    await apply_rbac(kc, export_worker_rbac(namespace))
+    fail = [sys.executable, "-c", "import sys; print('failing on purpose'); sys.exit(3)"]
+    async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
+        await kc.create(JOBS, export_job("fails", command=fail, backoff_limit=2), namespace)
+        status = await wait_for(lambda: finished(kc, namespace, "fails"), timeout=60, what="the Job to fail")
+    kinds = conditions(status)
+    assert set(kinds) == {"FailureTarget", "Failed"}
+    assert {c["reason"] for c in kinds.values()} == {"BackoffLimitExceeded"}
+    assert kinds["Failed"]["message"] == "Job has reached the specified backoff limit"
+    assert (status["failed"], status.get("active", 0), status.get("succeeded", 0)) == (3, 0, 0)
+    assert "completionTime" not in status
+    assert runner.runs == 3
+    assert runner.log_file(namespace, "fails").read_text().splitlines().count("failing on purpose") == 3
+    warnings = [e for e in await events_of(kc, namespace, "fails") if e["type"] == "Warning"]
+    assert [e["reason"] for e in warnings] == ["BackoffLimitExceeded"]
+
+
+async def test_a_service_account_without_rbac_is_refused_so_the_token_is_really_the_accounts(
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    bare = [doc for doc in export_worker_rbac(namespace, "no-rights") if doc["kind"] == "ServiceAccount"]
+    await apply_rbac(kc, bare)
+    async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
+        await kc.create(JOBS, export_job("refused", args=["refused-receipt", namespace], account="no-rights",
+                                         backoff_limit=0), namespace)
+        status = await wait_for(lambda: finished(kc, namespace, "refused"), timeout=60, what="the Job to fail")
+    assert "Failed" in conditions(status)
+    log = runner.log_file(namespace, "refused").read_text()
+    assert f"system:serviceaccount:{namespace}:no-rights" in log, log
+    with pytest.raises(NotFound):
+        await kc.get(CONFIG_MAPS, "refused-receipt", namespace)
+
+
+async def test_a_missing_service_account_leaves_the_job_waiting_with_failed_create_until_it_exists(
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
+        await kc.create(JOBS, export_job("waits", args=["waits-receipt", namespace]), namespace)
+
+        async def failed_create() -> bool:
+            return any(e["reason"] == "FailedCreate" for e in await events_of(kc, namespace, "waits"))
+
+        await wait_for(failed_create, timeout=30, what="a FailedCreate Event")
+        (event,) = [e for e in await events_of(kc, namespace, "waits") if e["reason"] == "FailedCreate"]
+        assert event["type"] == "Warning"
+        assert f'serviceaccount "{EXPORT_WORKER}" not found' in event["message"]
+        assert runner.runs == 0
+        assert await job_status(kc, namespace, "waits") == {}
+        await apply_rbac(kc, export_worker_rbac(namespace))
+        status = await wait_for(lambda: finished(kc, namespace, "waits"), timeout=90, what="the Job to run")
+    assert "Complete" in conditions(status)
+
+
+async def test_a_restarted_stand_in_never_reruns_a_finished_job_and_counts_a_lost_run_as_failed(
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    await apply_rbac(kc, export_worker_rbac(namespace))
+    async with stand_in(kc, control_plane, namespace, tmp_path) as first:
+        await kc.create(JOBS, export_job("done", args=["done-receipt", namespace]), namespace)
+        await wait_for(lambda: finished(kc, namespace, "done"), timeout=60, what="the Job to finish")
+    assert first.runs == 1
+    # A Job the previous stand-in had started (active) but never saw end.
+    await kc.create(JOBS, export_job("lost", args=["lost-receipt", namespace], backoff_limit=0), namespace)
+    await kc.merge_patch(JOBS, "lost", {"status": {"startTime": "2026-01-01T00:00:00Z", "active": 1}}, namespace,
+                         subresource="status")
+    async with stand_in(kc, control_plane, namespace, tmp_path) as second:
+        status = await wait_for(lambda: finished(kc, namespace, "lost"), timeout=60, what="the lost Job to fail")
+        marker = export_job("marker", args=["marker-receipt", namespace])
+        await kc.create(JOBS, marker, namespace)
+        await wait_for(lambda: finished(kc, namespace, "marker"), timeout=60, what="a later Job to finish")
+    assert second.runs == 1, "the finished Job was run again, or the lost one was retried past its backoffLimit"
+    assert status["failed"] == 1
+    assert conditions(status)["Failed"]["reason"] == "BackoffLimitExceeded"
+
+
+async def test_jobs_run_concurrently_and_a_job_deleted_mid_run_has_its_process_stopped(
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    await apply_rbac(kc, export_worker_rbac(namespace))
+    gate = tmp_path / "gate"
+    # Each run announces itself, then waits until the gate file exists: two runs at once open the gate.
+    script = ("import pathlib, sys, time\n"
+              f"pathlib.Path({str(tmp_path)!r}, sys.argv[1]).touch()\n"
+              f"while not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.05)\n")
+    wait = [sys.executable, "-c", script]
+    async with stand_in(kc, control_plane, namespace, tmp_path / "logs") as runner:
+        for name in ("one", "two", "stuck"):
+            await kc.create(JOBS, export_job(name, command=wait if name != "stuck" else
+                                             [sys.executable, "-c", "import time; time.sleep(600)"],
+                                             args=[name] if name != "stuck" else []), namespace)
+        async def both_running() -> bool:
+            return all((tmp_path / n).exists() for n in ("one", "two"))
+
+        await wait_for(both_running, timeout=60, what="both runs to be running at once")
+        gate.touch()
+        for name in ("one", "two"):
+            await wait_for(lambda name=name: finished(kc, namespace, name), timeout=60, what=f"Job {name}")
+
+        async def stuck_active() -> bool:
+            return bool((await job_status(kc, namespace, "stuck")).get("ready"))
+
+        await wait_for(stuck_active, timeout=30, what="the stuck Job's process to be up")
+        await kc.delete(JOBS, "stuck", namespace, propagation_policy="Background")
+        async def stopped() -> bool:
+            return not runner.running_jobs
+
+        await wait_for(stopped, timeout=30, what="the deleted Job's process to stop")
+
+
+async def test_the_api_server_refuses_a_complete_job_without_success_criteria_met(
+    kc: KubeClient, namespace: str
+) -> None:
+    """Why the stand-in writes the interim condition first: 1.36 validates Job status transitions."""
+    await kc.create(JOBS, export_job("strict", args=["x", namespace]), namespace)
+    now = "2026-01-01T00:00:00Z"
+    complete = {"type": "Complete", "status": "True", "reason": "CompletionsReached", "message": "m",
+                "lastProbeTime": now, "lastTransitionTime": now}
+    with pytest.raises(Invalid, match="SuccessCriteriaMet"):
+        await kc.merge_patch(JOBS, "strict", {"status": {"startTime": now, "succeeded": 1, "completionTime": now,
+                                                         "conditions": [complete]}}, namespace,
+                             subresource="status")
+    failed = {**complete, "type": "Failed", "reason": "BackoffLimitExceeded"}
+    with pytest.raises(Invalid, match="FailureTarget"):
+        await kc.merge_patch(JOBS, "strict", {"status": {"startTime": now, "failed": 1, "conditions": [failed]}},
+                             namespace, subresource="status")
+
