@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +213,7 @@ async def test_jobs_run_concurrently_and_a_job_deleted_mid_run_has_its_process_s
         await wait_for(both_running, timeout=60, what="both runs to be running at once")
         gate.touch()
         for name in ("one", "two"):
-            await wait_for(lambda name=name: finished(kc, namespace, name), timeout=60, what=f"Job {name}")
+            await wait_for(partial(finished, kc, namespace, name), timeout=60, what=f"Job {name}")
 
         async def stuck_active() -> bool:
             return bool((await job_status(kc, namespace, "stuck")).get("ready"))
