@@ -33,6 +33,7 @@ def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> No
         ("Process", "family-web"): "Attested",
         ("Process", "family-worker"): "Attested",
         ("Process", "scratch"): "Gone",
+        ("Process", "release-train"): "Gone",
         ("EphemeralPool", "warm"): "Steady",
         ("EphemeralAllocation", "ci-run-1"): "Bound",
         ("Process", "closed-loop-attest"): "Running",
