@@ -18,7 +18,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["canonical_json", "format_float"]
+__all__ = ["canonical_json", "format_float", "pretty_json"]
 
 _encode_string = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -93,4 +93,34 @@ def canonical_json(value: Any, *, sort_keys: bool = False) -> bytes:
     """
     out: list[str] = []
     _write(value, sort_keys, out)
+    return "".join(out).encode("utf-8")
+
+
+def _write_pretty(value: Any, level: int, out: list[str]) -> None:
+    if isinstance(value, dict) and value:
+        out.append("{")
+        for i, key in enumerate(value):
+            out.append(",\n" if i else "\n")
+            out.append("  " * (level + 1))
+            out.append(_encode_string(key))
+            out.append(": ")
+            _write_pretty(value[key], level + 1, out)
+        out.append("\n" + "  " * level + "}")
+    elif isinstance(value, list | tuple) and value:
+        out.append("[")
+        for i, item in enumerate(value):
+            out.append(",\n" if i else "\n")
+            out.append("  " * (level + 1))
+            _write_pretty(item, level + 1, out)
+        out.append("\n" + "  " * level + "]")
+    else:
+        _write(value, False, out)
+
+
+def pretty_json(value: Any) -> bytes:
+    """Indented UTF-8 JSON as serde_json's ``to_string_pretty`` writes it: two spaces per level, ``": "``
+    after keys, empty objects and arrays as ``{}`` / ``[]``, keys in the given order, scalars as
+    :func:`canonical_json` writes them. Raises ``TypeError`` for anything but plain data."""
+    out: list[str] = []
+    _write_pretty(value, 0, out)
     return "".join(out).encode("utf-8")

@@ -106,15 +106,16 @@ def test_final_stage_installs_no_build_tools(stages: list[Stage]) -> None:
     assert all("wheels" not in c for c in copies)
 
 
-def test_both_entry_points_are_in_the_image(stages: list[Stage]) -> None:
+def test_every_entry_point_is_in_the_image(stages: list[Stage]) -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     final_text = " ".join(rest for _, rest in stages[-1].instructions)
-    for name in ("tatara-reconciler", "tatara-pool-reconciler"):
+    for name in ("tatara-reconciler", "tatara-pool-reconciler", "tatara-export-worker"):
         assert name in scripts
         assert re.search(rf"(^|\s){re.escape(name)} --help", final_text), f"{name} not exercised in the image"
     assert stages[-1].args("CMD") == ['["tatara-reconciler"]']
     copied = " ".join(stages[0].args("COPY"))
-    for package in ("shared/", "reconciler/", "pool_reconciler/", "pyproject.toml", "constraints.txt"):
+    for package in ("shared/", "reconciler/", "pool_reconciler/", "export_worker/", "pyproject.toml",
+                    "constraints.txt"):
         assert package in copied
 
 

@@ -23,7 +23,7 @@ import shared.kube
 from tests.unit.test_containerfile import CONTAINERFILE, parse
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = ("shared", "reconciler", "pool_reconciler", "tools", "tests", "bench")
+OURS = ("shared", "reconciler", "pool_reconciler", "export_worker", "tools", "tests", "bench")
 
 
 def loaded_after(statement: str) -> list[str]:
@@ -52,7 +52,8 @@ DOMAIN_MODULES = sorted(
 def test_the_domain_imports_neither_the_reconcilers_nor_the_tooling() -> None:
     modules = loaded_after("\n".join(f"import {m}" for m in DOMAIN_MODULES))
     assert set(DOMAIN_MODULES) <= set(modules), "every domain module was imported"
-    assert [m for m in modules if m.split(".")[0] in ("reconciler", "pool_reconciler", "tools", "tests")] == []
+    assert [m for m in modules
+            if m.split(".")[0] in ("reconciler", "pool_reconciler", "export_worker", "tools", "tests")] == []
 
 
 def test_the_package_above_the_runtime_is_empty_of_imports() -> None:
@@ -61,11 +62,16 @@ def test_the_package_above_the_runtime_is_empty_of_imports() -> None:
     assert imports == [], "importing shared.kube must not pull anything in through shared/__init__.py"
 
 
-@pytest.mark.parametrize("binary", ["reconciler.main", "pool_reconciler.main"])
+@pytest.mark.parametrize("binary", ["reconciler.main", "pool_reconciler.main", "export_worker.main"])
 def test_the_binaries_import_no_local_tooling(binary: str) -> None:
     modules = loaded_after(f"import {binary}")
     assert binary in modules
     assert [m for m in modules if m.split(".")[0] in ("tools", "tests", "bench", "cryptography")] == []
+
+
+def test_the_export_worker_imports_neither_controller() -> None:
+    modules = loaded_after("import export_worker.main")
+    assert [m for m in modules if m.split(".")[0] in ("reconciler", "pool_reconciler")] == []
 
 
 def test_the_image_copies_only_the_product_rooms() -> None:
@@ -78,13 +84,13 @@ def test_the_image_copies_only_the_product_rooms() -> None:
         for source in rest.split()[:-1]  # the last word is the destination
     )
     assert sources == sorted(["pyproject.toml", "constraints.txt", "README.md", "shared", "reconciler",
-                              "pool_reconciler"])
+                              "pool_reconciler", "export_worker"])
 
 
 def test_the_product_distribution_has_no_tooling_package_or_dependency() -> None:
     product = tomllib.loads((ROOT / "pyproject.toml").read_text())
     packages = product["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert sorted(packages) == ["pool_reconciler*", "reconciler*", "shared*"]
+    assert sorted(packages) == ["export_worker*", "pool_reconciler*", "reconciler*", "shared*"]
     dependencies = " ".join(product["project"]["dependencies"])
     assert "cryptography" not in dependencies, "only the local PKI (tools/) needs it"
     assert "tatara" not in product["project"]["scripts"], "the tatara CLI is tooling"

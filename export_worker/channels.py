@@ -1,0 +1,103 @@
+"""Shipping an export event over its channel: HTTP POST, NATS JetStream publish, or stdout.
+
+— docs/behaviour.md#the-export-worker. Each shipper only executes; what its result means is
+:mod:`export_worker.outcome`. Every failure becomes an outcome, never an exception:
+
+* HTTP: POST of the compact bytes with ``Content-Type: application/json`` and ``X-Tatara-Signal-Type``,
+  15 s for the whole exchange; 2xx → Shipped, another status → Rejected ``HTTP <code> <reason>``, no
+  answer → Failed ``HTTP error: …``;
+* NATS: connect (once, no reconnects) → Failed ``NATS connect: …``; the publish cannot be sent → Rejected
+  ``NATS publish: …``; no acknowledgement, or a JetStream error in it → Failed ``NATS ack: …``;
+* stdout: one line of compact JSON, or pretty JSON, then a newline → Shipped;
+* a channel union with zero or several slots → Failed ``channel: <union error>``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final, TextIO
+
+import aiohttp
+import nats
+import nats.errors
+import nats.js.errors
+
+from export_worker.event import ExportEvent, expand_subject
+from export_worker.outcome import ExportOutcome, http_outcome
+from shared.domain.api.export import HttpEventChannel, NatsSubjectChannel, StdoutChannel, VectorChannel
+from shared.domain.api.tagged_union import VariantError
+
+__all__ = ["HTTP_TIMEOUT", "NATS_TIMEOUT", "ship"]
+
+HTTP_TIMEOUT: Final = 15.0
+"""Seconds for one HTTP export, connect to last byte (the reference's client timeout)."""
+
+NATS_TIMEOUT: Final = 15.0
+"""Seconds to connect to NATS, and again to wait for the JetStream acknowledgement."""
+
+log = logging.getLogger(__name__)
+
+
+def _text(err: BaseException) -> str:
+    return str(err) or type(err).__name__
+
+
+async def ship_http(channel: HttpEventChannel, event_bytes: bytes) -> ExportOutcome:
+    """POST ``event_bytes`` to the channel's endpoint."""
+    headers = {"Content-Type": "application/json", "X-Tatara-Signal-Type": channel.signal_type}
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT)) as session, \
+                session.post(channel.resolved_endpoint, data=event_bytes, headers=headers) as response:
+            await response.read()
+            return http_outcome(response.status)
+    except TimeoutError:
+        return ExportOutcome.failed(f"HTTP error: no answer within {HTTP_TIMEOUT:g} s")
+    except (aiohttp.ClientError, ValueError, OSError) as err:  # ValueError: an unusable URL
+        return ExportOutcome.failed(f"HTTP error: {_text(err)}")
+
+
+async def _quiet(err: Exception) -> None:
+    log.debug("nats: %s", err)
+
+
+async def ship_nats(channel: NatsSubjectChannel, event_bytes: bytes, run_id: str) -> ExportOutcome:
+    """Publish ``event_bytes`` to JetStream on the expanded subject and wait for the acknowledgement
+    (``stream`` is not checked, as in the reference)."""
+    try:
+        client = await nats.connect(channel.resolved_url, connect_timeout=NATS_TIMEOUT, allow_reconnect=False,
+                                    max_reconnect_attempts=0, error_cb=_quiet)
+    except Exception as err:  # nats-py raises several unrelated types (NoServersError, OSError, ...)
+        return ExportOutcome.failed(f"NATS connect: {_text(err)}")
+    try:
+        await client.jetstream(timeout=NATS_TIMEOUT).publish(expand_subject(channel.subject, run_id), event_bytes)
+        return ExportOutcome.shipped()
+    except (nats.js.errors.NoStreamResponseError, nats.errors.TimeoutError, nats.js.errors.APIError) as err:
+        return ExportOutcome.failed(f"NATS ack: {_text(err)}")
+    except (nats.errors.Error, OSError) as err:
+        return ExportOutcome.rejected(f"NATS publish: {_text(err)}")
+    finally:
+        await client.close()
+
+
+def ship_stdout(channel: StdoutChannel, event: ExportEvent, out: TextIO) -> ExportOutcome:
+    """Print the event (pretty when the channel says so) and a newline on ``out``."""
+    try:
+        out.write((event.pretty() if channel.pretty else event.compact()).decode("utf-8") + "\n")
+        out.flush()
+    except OSError as err:
+        return ExportOutcome.failed(f"stdout: {_text(err)}")
+    return ExportOutcome.shipped()
+
+
+async def ship(channel: VectorChannel, event: ExportEvent, event_bytes: bytes, run_id: str,
+               out: TextIO) -> ExportOutcome:
+    """Ship one event over ``channel``; ``event_bytes`` is ``event.compact()``."""
+    try:
+        variant = channel.variant()
+    except VariantError as err:
+        return ExportOutcome.failed(f"channel: {err}")
+    if isinstance(variant, HttpEventChannel):
+        return await ship_http(variant, event_bytes)
+    if isinstance(variant, NatsSubjectChannel):
+        return await ship_nats(variant, event_bytes, run_id)
+    return ship_stdout(variant, event, out)
