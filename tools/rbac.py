@@ -27,9 +27,11 @@ FIELD_MANAGER: Final = "tatara-up"
 EXPORT_WORKER_RULES: Final = (
     {"apiGroups": [GROUP], "resources": ["processes"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 )
 """What the export worker does: GET its Process; GET a test report's ConfigMap and LIST the namespace's
-ConfigMaps for receipts; server-side apply its receipt ConfigMap (a PATCH that may create it)."""
+ConfigMaps for receipts; server-side apply its receipt ConfigMap (a PATCH that may create it); an Event on
+the Process about the outcome (created, or patched on a repeat)."""
 
 
 def export_worker_rbac(namespace: str, name: str = EXPORT_WORKER,

@@ -226,7 +226,7 @@ def receipts_hint(namespaces: Iterable[str]) -> list[str]:
     out = []
     for ns in namespaces:
         out.append(f"kubectl get jobs -n {ns} -l {ROLE}={ROLE_EXPORT}")
-        out.append(f"kubectl get cm -n {ns} -o name | grep -- '-export-.*-receipt'   "
+        out.append(f"kubectl get cm -n {ns} -l {ROLE}={ROLE_EXPORT}   "
                    f"# then: kubectl get cm -n {ns} <name> -o jsonpath='{{.data.receipt\\.yaml}}'")
     return out
 

@@ -1,9 +1,11 @@
-"""The Job runner stand-in against the real API server: it runs an export Job's container as a local process
-under a TokenRequest token of the Job's ServiceAccount and writes the status the Job controller would, which
-the 1.36 API server's Job-status validation accepts."""
+"""The Job runner stand-in against the real API server with the real ``tatara-export-worker``: it runs an export
+Job's container as a local process under a TokenRequest token of the Job's ServiceAccount and writes the status
+the Job controller would, which the 1.36 API server's Job-status validation accepts. The stand-in's own
+mechanics (a missing ServiceAccount, restarts, concurrency, deletion) use a small ConfigMap writer or sleeper."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -14,15 +16,20 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
+import yaml
+from blake3 import blake3
 
+from shared.domain.identity import compose_root
 from shared.domain.labels import EXPORT_INDEX, MANAGED_BY, ROLE, ROLE_EXPORT
 from shared.domain.resources import JOBS
 from shared.kube.client import CONFIG_MAPS, EVENTS, KubeClient
 from shared.kube.errors import Invalid, NotFound
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
+from tools.http_receiver import HttpReceiver
 from tools.rbac import EXPORT_WORKER, apply_rbac, export_worker_rbac
 from tools.standins.jobs import JobRunnerStandIn
+from tools.up_exports import LOCAL_EXPORT_WORKER_IMAGE, export_worker_command
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +50,7 @@ except ApiError as err:
     print(f"refused: {err}", flush=True)
     sys.exit(1)
 """
-ENTRYPOINTS = {WRITER: [sys.executable, "-c", WRITER_SCRIPT]}
+ENTRYPOINTS = {WRITER: [sys.executable, "-c", WRITER_SCRIPT], LOCAL_EXPORT_WORKER_IMAGE: export_worker_command()}
 
 
 def export_job(name: str, *, args: Sequence[str] = (), command: Sequence[str] = (), image: str = WRITER,
@@ -90,19 +97,41 @@ async def stand_in(kc: KubeClient, plane: LocalControlPlane, ns: str, logs: Path
         tg.cancel_scope.cancel()
 
 
-async def test_a_job_runs_under_its_service_account_and_completes_as_the_job_controller_writes_it(
+def worker_args(spec: dict[str, Any], namespace: str, process: str, index: int) -> list[str]:
+    """The export worker's arguments as the reconciler writes them on an export Job."""
+    return ["--spec", json.dumps(spec, separators=(",", ":")), "--process-namespace", namespace,
+            "--process-name", process, "--receipt-configmap", f"{process}-export-{index}-receipt"]
+
+
+async def receipt(kc: KubeClient, ns: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The receipt ConfigMap ``name`` and its parsed ``receipt.yaml``."""
+    cm = msgspec.json.decode(await kc.get(CONFIG_MAPS, name, ns))
+    return cm, yaml.safe_load(cm["data"]["receipt.yaml"])
+
+
+async def test_the_real_worker_runs_under_its_service_account_ships_to_stdout_and_the_job_completes(
     kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     await apply_rbac(kc, export_worker_rbac(namespace))
+    spec = {"source": {"runMarker": {"labels": {"suite": "smoke"}}}, "channel": {"stdout": {"pretty": False}}}
     async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
-        await kc.create(JOBS, export_job("proc-export-0", args=["proc-export-0-receipt", namespace]), namespace)
-        status = await wait_for(lambda: finished(kc, namespace, "proc-export-0"), timeout=60,
+        await kc.create(JOBS, export_job("proc-export-0", image=LOCAL_EXPORT_WORKER_IMAGE,
+                                         args=worker_args(spec, namespace, "proc", 0)), namespace)
+        status = await wait_for(lambda: finished(kc, namespace, "proc-export-0"), timeout=90,
                                 what="the Job to finish")
-    written = msgspec.json.decode(await kc.get(CONFIG_MAPS, "proc-export-0-receipt", namespace))
-    assert written["data"] == {"by": "job"}
-    # Written under the ServiceAccount's token: the API server records who applied it.
-    managers = {f["manager"] for f in written["metadata"]["managedFields"]}
-    assert managers == {"writer"}
+    cm, envelope = await receipt(kc, namespace, "proc-export-0-receipt")
+    # Written by the worker under the ServiceAccount's token (the API server records who applied it).
+    assert {f["manager"] for f in cm["metadata"]["managedFields"]} == {"tatara-export-worker"}
+    assert (envelope["kind"], envelope["evidence"]["outcome"]) == ("tatara.export", "Shipped")
+    # The event the worker printed is in the Job's log, and the receipt's hashes are those of its bytes.
+    log = runner.log_file(namespace, "proc-export-0").read_text()
+    (line,) = [ln for ln in log.splitlines() if ln.startswith("{") and '"run_id"' in ln]
+    event = json.loads(line)
+    assert (event["run_id"], event["labels"]) == (f"{namespace}/proc", {"run_id": f"{namespace}/proc",
+                                                                       "suite": "smoke"})
+    assert envelope["artifact_hash"] == blake3(line.encode()).hexdigest()
+    assert envelope["composed_root"] == compose_root(envelope["artifact_hash"], envelope["control_hash"] or None,
+                                                     envelope["intent_hash"], None)
     kinds = conditions(status)
     assert set(kinds) == {"SuccessCriteriaMet", "Complete"}
     assert {c["reason"] for c in kinds.values()} == {"CompletionsReached"}
@@ -111,26 +140,33 @@ async def test_a_job_runs_under_its_service_account_and_completes_as_the_job_con
     assert status["startTime"] <= status["completionTime"]
     assert runner.runs == 1
     assert "Completed" in {e["reason"] for e in await events_of(kc, namespace, "proc-export-0")}
-    assert "--- exit code 0" in runner.log_file(namespace, "proc-export-0").read_text()
 
 
-async def test_a_failing_run_is_retried_per_backoff_limit_then_failed_with_backoff_limit_exceeded(
+async def test_an_export_the_receiver_rejects_is_retried_per_backoff_limit_then_failed(
     kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     await apply_rbac(kc, export_worker_rbac(namespace))
-    fail = [sys.executable, "-c", "import sys; print('failing on purpose'); sys.exit(3)"]
-    async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
-        await kc.create(JOBS, export_job("fails", command=fail, backoff_limit=2), namespace)
-        status = await wait_for(lambda: finished(kc, namespace, "fails"), timeout=60, what="the Job to fail")
+    async with HttpReceiver(status=500) as receiver:
+        spec = {"source": {"runMarker": {}},
+                "channel": {"httpEvent": {"endpoint": f"{receiver.url}/events", "signalType": "marker"}}}
+        async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
+            await kc.create(JOBS, export_job("proc-export-1", image=LOCAL_EXPORT_WORKER_IMAGE, backoff_limit=1,
+                                             args=worker_args(spec, namespace, "proc", 1)), namespace)
+            status = await wait_for(lambda: finished(kc, namespace, "proc-export-1"), timeout=90,
+                                    what="the Job to fail")
+        assert len(receiver.requests) == 2, "one POST per run: the first run and its one retry"
+        assert {r.header("X-Tatara-Signal-Type") for r in receiver.requests} == {"marker"}
     kinds = conditions(status)
     assert set(kinds) == {"FailureTarget", "Failed"}
     assert {c["reason"] for c in kinds.values()} == {"BackoffLimitExceeded"}
     assert kinds["Failed"]["message"] == "Job has reached the specified backoff limit"
-    assert (status["failed"], status.get("active", 0), status.get("succeeded", 0)) == (3, 0, 0)
+    assert (status["failed"], status.get("active", 0), status.get("succeeded", 0)) == (2, 0, 0)
     assert "completionTime" not in status
-    assert runner.runs == 3
-    assert runner.log_file(namespace, "fails").read_text().splitlines().count("failing on purpose") == 3
-    warnings = [e for e in await events_of(kc, namespace, "fails") if e["type"] == "Warning"]
+    assert runner.runs == 2
+    _, envelope = await receipt(kc, namespace, "proc-export-1-receipt")
+    assert envelope["evidence"]["outcome"] == "Rejected"
+    assert envelope["evidence"]["error"].startswith("HTTP 500")
+    warnings = [e for e in await events_of(kc, namespace, "proc-export-1") if e["type"] == "Warning"]
     assert [e["reason"] for e in warnings] == ["BackoffLimitExceeded"]
 
 
@@ -139,15 +175,17 @@ async def test_a_service_account_without_rbac_is_refused_so_the_token_is_really_
 ) -> None:
     bare = [doc for doc in export_worker_rbac(namespace, "no-rights") if doc["kind"] == "ServiceAccount"]
     await apply_rbac(kc, bare)
+    spec: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
     async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
-        await kc.create(JOBS, export_job("refused", args=["refused-receipt", namespace], account="no-rights",
-                                         backoff_limit=0), namespace)
-        status = await wait_for(lambda: finished(kc, namespace, "refused"), timeout=60, what="the Job to fail")
+        await kc.create(JOBS, export_job("proc-export-2", image=LOCAL_EXPORT_WORKER_IMAGE, account="no-rights",
+                                         backoff_limit=0, args=worker_args(spec, namespace, "proc", 2)), namespace)
+        status = await wait_for(lambda: finished(kc, namespace, "proc-export-2"), timeout=90, what="the Job to fail")
     assert "Failed" in conditions(status)
-    log = runner.log_file(namespace, "refused").read_text()
+    log = runner.log_file(namespace, "proc-export-2").read_text()
     assert f"system:serviceaccount:{namespace}:no-rights" in log, log
+    assert "forbidden" in log.lower(), log
     with pytest.raises(NotFound):
-        await kc.get(CONFIG_MAPS, "refused-receipt", namespace)
+        await kc.get(CONFIG_MAPS, "proc-export-2-receipt", namespace)
 
 
 async def test_a_missing_service_account_leaves_the_job_waiting_with_failed_create_until_it_exists(
