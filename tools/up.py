@@ -61,6 +61,7 @@ from tools.up_exports import (
     ensure_streams,
     export_worker_command,
     export_worker_rbac_docs,
+    has_exports,
     nats_streams,
     receipts_hint,
     retarget_exports,
@@ -498,7 +499,7 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
     reconcilers' context stops their processes. Refused on a real cluster: exit 2, nothing changed."""
     root = Path(args.examples)
     examples, supporting = load_examples(root), load_supporting(root)
-    namespaces = sorted({ex.namespace for ex in examples})
+    namespaces = sorted({ex.namespace for ex in examples if ex.kind == "Process" and has_exports(ex.doc)})
     async with await KubeClient.from_kubeconfig(target.kubeconfig) as client, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
         reconciler_args: list[str] = []

@@ -32,6 +32,11 @@ from tools.http_receiver import RecordedRequest
 from tools.rbac import EXPORT_WORKER, export_worker_rbac
 from tools.standins.job_status import condition_true
 
+__all__ = ["EXPORT_WORKER", "LOCAL_EXPORT_WORKER_IMAGE", "NATS_PORT", "RECEIVER_PORT", "ExportRow", "ExportsView",
+           "PortTaken", "check_ports_free", "ensure_streams", "export_worker_command", "export_worker_rbac_docs",
+           "has_exports", "job_state", "nats_streams", "receipt_outcome", "receipts_hint", "retarget_exports",
+           "stream_messages", "stream_subjects"]
+
 NATS_PORT: Final = 14222
 RECEIVER_PORT: Final = 18090
 LOCAL_EXPORT_WORKER_IMAGE: Final = "localhost/tatara-export-worker:local"
@@ -69,6 +74,11 @@ def stream_subjects(subject: str) -> str:
     everything is kept and the rest becomes ``>`` (a run id is one subject token or more)."""
     head, found, _ = subject.partition(RUN_ID)
     return f"{head}>" if found else subject
+
+
+def has_exports(doc: Mapping[str, Any]) -> bool:
+    """Whether a Process document declares ephemeral exports."""
+    return bool((((doc.get("spec") or {}).get("lifetime") or {}).get("ephemeral") or {}).get("exports"))
 
 
 def nats_streams(processes: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
@@ -230,8 +240,3 @@ def receipts_hint(namespaces: Iterable[str]) -> list[str]:
                    f"# then: kubectl get cm -n {ns} <name> -o jsonpath='{{.data.receipt\\.yaml}}'")
     return out
 
-
-__all__ = ["EXPORT_WORKER", "LOCAL_EXPORT_WORKER_IMAGE", "NATS_PORT", "RECEIVER_PORT", "ExportRow", "ExportsView",
-           "PortTaken", "check_ports_free", "ensure_streams", "export_worker_command", "export_worker_rbac_docs",
-           "job_state", "nats_streams", "receipt_outcome", "receipts_hint", "retarget_exports", "stream_messages",
-           "stream_subjects"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tools.up_exports import job_state, nats_streams, receipt_outcome, retarget_exports, stream_subjects
+from tools.up_exports import has_exports, job_state, nats_streams, receipt_outcome, retarget_exports, stream_subjects
 
 
 def process(*channels: dict[str, Any]) -> dict[str, Any]:
@@ -65,3 +65,12 @@ def test_job_state(status: dict[str, Any], state: str) -> None:
 ])
 def test_receipt_outcome(data: dict[str, str], outcome: str) -> None:
     assert receipt_outcome({"data": data}) == outcome
+
+
+@pytest.mark.parametrize(("doc", "expected"), [
+    pytest.param(process({"stdout": {}}), True, id="an ephemeral Process with an export"),
+    pytest.param({"spec": {"lifetime": {"ephemeral": {"ttl": "1m"}}}}, False, id="an ephemeral Process without"),
+    pytest.param({"spec": {"lifetime": {"permanent": {}}}}, False, id="a permanent Process"),
+])
+def test_has_exports(doc: dict[str, Any], expected: bool) -> None:
+    assert has_exports(doc) is expected
