@@ -17,8 +17,12 @@ from shared.kube.client import KubeClient, Resource
 SERVICE_ACCOUNTS: Final = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 ROLES: Final = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLE_BINDINGS: Final = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-RBAC_KINDS: Final = {"ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES, "RoleBinding": ROLE_BINDINGS}
-"""Namespaced RBAC kinds, in the order they are applied (the subject first)."""
+CLUSTER_ROLES: Final = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS: Final = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
+                                        "ClusterRoleBinding", namespaced=False)
+RBAC_KINDS: Final = {"ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES, "RoleBinding": ROLE_BINDINGS,
+                     "ClusterRole": CLUSTER_ROLES, "ClusterRoleBinding": CLUSTER_ROLE_BINDINGS}
+"""RBAC kinds, in the order they are applied (the subject first)."""
 
 EXPORT_WORKER: Final = "tatara-export-worker"
 """Default name of the export worker's ServiceAccount, Role and RoleBinding."""
@@ -48,7 +52,8 @@ def export_worker_rbac(namespace: str, name: str = EXPORT_WORKER,
 
 
 async def apply_rbac(client: KubeClient, docs: Iterable[dict[str, Any]]) -> None:
-    """Server-side apply each namespaced RBAC document (ServiceAccount, Role, RoleBinding), in the given order.
+    """Server-side apply each RBAC document (ServiceAccount, Role, RoleBinding, ClusterRole,
+    ClusterRoleBinding), in the given order.
 
     Raises:
         KeyError: a document of another kind.
@@ -57,4 +62,5 @@ async def apply_rbac(client: KubeClient, docs: Iterable[dict[str, Any]]) -> None
     for doc in docs:
         resource = RBAC_KINDS[doc["kind"]]
         meta = doc["metadata"]
-        await client.apply(resource, meta["name"], doc, meta["namespace"], field_manager=FIELD_MANAGER)
+        namespace = meta.get("namespace") if resource.namespaced else None
+        await client.apply(resource, meta["name"], doc, namespace, field_manager=FIELD_MANAGER)

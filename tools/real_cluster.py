@@ -15,14 +15,14 @@ The decisions (:func:`held`, :func:`missing_crds`) are pure; the rest reads the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import msgspec
 
 from shared.kube.client import CUSTOM_RESOURCE_DEFINITIONS, LEASES, KubeClient, Resource
-from shared.kube.errors import NotFound
+from shared.kube.errors import Forbidden, NotFound
 from tools.crds import install_crds
 
 __all__ = ["CONTROLLER_SELECTOR", "DEPLOYMENTS", "OUR_LEASES", "held", "install_missing_crds", "missing_crds",
@@ -59,10 +59,16 @@ def held(lease: dict[str, Any], now: datetime) -> bool:
 
 async def running_controllers(client: KubeClient, now: datetime | None = None) -> list[str]:
     """What shows that a tatara controller runs on the cluster: one line per held Lease of ours and per
-    controller Deployment with replicas (empty: none)."""
+    controller Deployment with replicas (empty: none). A list we are not allowed to read is a finding too
+    ("cannot tell"): better refuse than run a second set of controllers blind."""
     now = now or datetime.now(UTC)
     found = []
-    for lease in msgspec.json.decode(await client.list(LEASES))["items"]:
+    try:
+        leases = msgspec.json.decode(await client.list(LEASES))["items"]
+    except Forbidden as err:
+        leases = []
+        found.append(f"cannot tell: listing Leases in all namespaces is forbidden ({err})")
+    for lease in leases:
         meta = lease["metadata"]
         if meta["name"] in OUR_LEASES and held(lease, now):
             found.append(f"Lease {meta['namespace']}/{meta['name']} held by {lease['spec']['holderIdentity']}")
@@ -70,6 +76,9 @@ async def running_controllers(client: KubeClient, now: datetime | None = None) -
         deployments = msgspec.json.decode(await client.list(DEPLOYMENTS, label_selector=CONTROLLER_SELECTOR))["items"]
     except NotFound:  # a cluster without apps/v1 runs no Deployment
         deployments = []
+    except Forbidden as err:
+        deployments = []
+        found.append(f"cannot tell: listing Deployments in all namespaces is forbidden ({err})")
     for deployment in deployments:
         meta, replicas = deployment["metadata"], (deployment.get("spec") or {}).get("replicas", 1)
         if replicas:
@@ -84,7 +93,7 @@ def missing_crds(docs: Sequence[dict[str, Any]], existing: Iterable[str]) -> lis
 
 
 async def install_missing_crds(client: KubeClient, docs: Sequence[dict[str, Any]],
-                               announce: Any = print) -> tuple[list[str], list[str]]:
+                               announce: Callable[[str], None] = print) -> tuple[list[str], list[str]]:
     """Install the CRDs of ``docs`` the cluster lacks, never touching one that exists.
 
     ``announce(line)`` is called with what will be installed (before) and what is kept.

@@ -33,6 +33,7 @@ import anyio
 import anyio.abc
 import msgspec
 import yaml
+from nats.errors import Error as NatsError
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -567,7 +568,11 @@ async def print_summary(examples: list[Example], started: float, kubeconfig: Pat
         print("receipts and export Jobs:", flush=True)
         for line in receipts_hint(exports.namespaces):
             print(f"  {line}", flush=True)
-        messages = await stream_messages(sinks.nats.url, sorted(sinks.streams))
+        try:
+            messages = await stream_messages(sinks.nats.url, sorted(sinks.streams))
+        except (OSError, NatsError) as err:
+            print(f"tatara: cannot count the streams' messages: {err}", file=sys.stderr, flush=True)
+            messages = {}
         summary["exports"] = {
             "nats": sinks.nats.url, "receiver": sinks.receiver.url, "http_requests": len(sinks.receiver.requests),
             "stream_messages": messages,

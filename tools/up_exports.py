@@ -29,13 +29,13 @@ from shared.kube.client import CONFIG_MAPS, KubeClient
 from shared.kube.errors import NotFound
 from tools.controlplane.helm import Helm
 from tools.http_receiver import RecordedRequest
-from tools.rbac import EXPORT_WORKER, export_worker_rbac
+from tools.rbac import EXPORT_WORKER, RBAC_KINDS, export_worker_rbac
 from tools.standins.job_status import condition_true
 
 __all__ = ["EXPORT_WORKER", "LOCAL_EXPORT_WORKER_IMAGE", "NATS_PORT", "RECEIVER_PORT", "ExportRow", "ExportsView",
-           "PortTaken", "check_ports_free", "ensure_streams", "export_worker_command", "export_worker_rbac_docs",
-           "has_exports", "job_state", "nats_streams", "receipt_outcome", "receipts_hint", "retarget_exports",
-           "stream_messages", "stream_subjects"]
+           "PortTaken", "chart_export_worker_docs", "check_ports_free", "ensure_streams", "export_worker_command",
+           "export_worker_rbac_docs", "has_exports", "job_state", "nats_streams", "receipt_outcome",
+           "receipts_hint", "retarget_exports", "stream_messages", "stream_subjects"]
 
 NATS_PORT: Final = 14222
 RECEIVER_PORT: Final = 18090
@@ -145,24 +145,29 @@ async def stream_messages(url: str, names: Iterable[str]) -> dict[str, int]:
         await client.close()
 
 
+def chart_export_worker_docs(rendered: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The export worker's ServiceAccount and RBAC among a chart's rendered documents: every RBAC document
+    whose name contains ``export-worker``, ServiceAccounts first (a TokenRequest needs the subject)."""
+    picked = [d for d in rendered if d and d.get("kind") in RBAC_KINDS
+              and "export-worker" in str((d.get("metadata") or {}).get("name", ""))]
+    return sorted(picked, key=lambda d: list(RBAC_KINDS).index(d["kind"]))
+
+
 def export_worker_rbac_docs(namespace: str, helm: Path | None = None) -> tuple[list[dict[str, Any]], str]:
     """The export worker's ServiceAccount and RBAC for ``namespace``, and where they come from.
 
-    From the reconciler chart (``helm template`` of its ``export-worker*`` templates) when the chart has them
-    and helm is built; otherwise the same rules by hand (:func:`tools.rbac.export_worker_rbac`).
+    From the reconciler chart (``helm template``, the documents :func:`chart_export_worker_docs` picks) when
+    it renders a ServiceAccount named :data:`~tools.rbac.EXPORT_WORKER` (the name the reconciler's Jobs use
+    by default) and helm is built; otherwise the same rules by hand (:func:`tools.rbac.export_worker_rbac`).
     """
-    templates = sorted(p.name for p in (CHART / "templates").glob("export-worker*.yaml"))
     binary = helm or (Helm.default().binary if Helm.default().is_built() else None)
-    if templates and binary is not None:
-        args = [str(binary), "template", "tatara", str(CHART), "--namespace", namespace]
-        for name in templates:
-            args += ["--show-only", f"templates/{name}"]
-        out = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True).stdout
-        docs = [d for d in yaml.safe_load_all(out) if d and d.get("kind") in {
-            "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}]
-        if docs:
-            return docs, f"from the chart (helm template {', '.join(templates)})"
-    return export_worker_rbac(namespace), "by hand (tools/rbac.py; the chart has no export-worker templates yet)"
+    if binary is not None:
+        out = subprocess.run([str(binary), "template", "tatara", str(CHART), "--namespace", namespace],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+        docs = chart_export_worker_docs(yaml.safe_load_all(out))
+        if any(d["kind"] == "ServiceAccount" and d["metadata"]["name"] == EXPORT_WORKER for d in docs):
+            return docs, f"from the chart (helm template {CHART.name}: {', '.join(d['kind'] for d in docs)})"
+    return export_worker_rbac(namespace), "by hand (tools/rbac.py: the chart renders no export-worker ServiceAccount)"
 
 
 @dataclass

@@ -42,17 +42,18 @@ async def admin(real_cluster: LocalControlPlane) -> AsyncIterator[KubeClient]:
         yield kc
 
 
-def up(plane: LocalControlPlane, tmp_path: Path, *extra: str,
-       via_env: bool = False) -> subprocess.CompletedProcess[str]:
-    """``tatara up --exit-when-settled`` on ``plane`` with no examples (an empty folder)."""
+def up(plane: LocalControlPlane, tmp_path: Path, *extra: str, via_env: bool = False,
+       kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``tatara up --exit-when-settled`` on ``plane`` (as its admin unless ``kubeconfig``) with no examples."""
     examples = tmp_path / "no-examples"
     examples.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    config = kubeconfig or plane.kubeconfig
     target = []
     if via_env:
-        env["KUBECONFIG"] = str(plane.kubeconfig)
+        env["KUBECONFIG"] = str(config)
     else:
-        target = ["--kubeconfig", str(plane.kubeconfig)]
+        target = ["--kubeconfig", str(config)]
     return subprocess.run(
         [sys.executable, "-m", "tools.cli", "up", *target, "--exit-when-settled", "--timeout", "60",
          "--examples", str(examples), "--reconciler-port", str(free_port()), "--pool-port", str(free_port()), *extra],
@@ -106,6 +107,16 @@ async def test_a_tatara_controller_deployment_makes_up_refuse(
         assert "Deployment default/pools-tatara-pool-reconciler (2 replicas)" in result.stderr
     finally:
         await admin.delete(DEPLOYMENTS, "pools-tatara-pool-reconciler", "default")
+
+
+async def test_a_user_who_cannot_list_leases_is_refused_rather_than_run_blind(
+    real_cluster: LocalControlPlane, admin: KubeClient, tmp_path: Path
+) -> None:
+    before = await crd_names(admin)
+    result = up(real_cluster, tmp_path, kubeconfig=real_cluster.kubeconfig_for("nobody"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "cannot tell: listing Leases in all namespaces is forbidden" in result.stderr
+    assert await crd_names(admin) == before
 
 
 async def test_with_kubeconfig_in_the_environment_existing_crds_are_kept_missing_ones_installed_no_stand_in(

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from tools.up_exports import has_exports, job_state, nats_streams, receipt_outcome, retarget_exports, stream_subjects
+from tools.up_exports import (
+    chart_export_worker_docs,
+    has_exports,
+    job_state,
+    nats_streams,
+    receipt_outcome,
+    retarget_exports,
+    stream_subjects,
+)
 
 
 def process(*channels: dict[str, Any]) -> dict[str, Any]:
@@ -74,3 +82,15 @@ def test_receipt_outcome(data: dict[str, str], outcome: str) -> None:
 ])
 def test_has_exports(doc: dict[str, Any], expected: bool) -> None:
     assert has_exports(doc) is expected
+
+
+def test_the_charts_export_worker_documents_are_picked_subject_first() -> None:
+    rendered = [
+        {"kind": "RoleBinding", "metadata": {"name": "tatara-export-worker"}},
+        {"kind": "Deployment", "metadata": {"name": "tatara-export-worker"}},
+        {"kind": "ClusterRole", "metadata": {"name": "tatara-reconciler"}},
+        {"kind": "ServiceAccount", "metadata": {"name": "tatara-export-worker"}},
+        None,
+    ]
+    picked = chart_export_worker_docs(rendered)  # type: ignore[arg-type]
+    assert [d["kind"] for d in picked] == ["ServiceAccount", "RoleBinding"]
