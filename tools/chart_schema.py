@@ -132,6 +132,13 @@ RECONCILER_CONFIG: dict[str, Any] = _closed({
     "tableStatusInterval": _SECONDS,
 })
 
+EXPORT_WORKER: dict[str, Any] = _closed({
+    "clusterRole": _BOOL,
+    "namespaces": {"type": "array", "uniqueItems": True, "items": {**_NS, "minLength": 1}},
+})
+"""The export worker's RBAC (tatara-reconciler chart only): its ClusterRole, and the namespaces that get its
+ServiceAccount and a RoleBinding."""
+
 POOL_CONFIG: dict[str, Any] = _closed({
     "heartbeatSeconds": {"type": "integer", "minimum": 1},
     "spawnTimeout": _DURATION,
@@ -144,6 +151,8 @@ def schema(chart: str) -> dict[str, Any]:
     """The values schema of ``chart`` (``tatara-reconciler`` or ``tatara-pool-reconciler``)."""
     props = common_properties(chart)
     props["config"] = RECONCILER_CONFIG if chart == "tatara-reconciler" else POOL_CONFIG
+    if chart == "tatara-reconciler":
+        props["exportWorker"] = EXPORT_WORKER
     return {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "title": f"{chart} values",

@@ -50,3 +50,8 @@ app.kubernetes.io/part-of: tatara
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
+
+{{/* The controller's labels with app.kubernetes.io/component: export-worker (the export worker's RBAC objects). */}}
+{{- define "tatara.exportWorkerLabels" -}}
+{{- include "tatara.labels" . | replace "app.kubernetes.io/component: controller" "app.kubernetes.io/component: export-worker" }}
+{{- end }}

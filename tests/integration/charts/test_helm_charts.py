@@ -72,10 +72,18 @@ def _values_file(tmp_path: Path, values: dict[str, Any]) -> str:
     return str(path)
 
 
-def _render(helm: Path, chart: str, *extra: str) -> dict[str, dict[str, Any]]:
+def _render_all(helm: Path, chart: str, *extra: str) -> list[dict[str, Any]]:
     out = _run(helm, "template", "rel", str(ROOT / "charts" / chart), "-n", "tatara-system", *extra).stdout
-    docs = [d for d in yaml.safe_load_all(out) if d]
-    return {d["kind"]: d for d in docs}
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def _export_worker(doc: dict[str, Any]) -> bool:
+    return bool(doc["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "export-worker")
+
+
+def _render(helm: Path, chart: str, *extra: str) -> dict[str, dict[str, Any]]:
+    """The controller's objects by kind (the export worker's RBAC objects left out)."""
+    return {d["kind"]: d for d in _render_all(helm, chart, *extra) if not _export_worker(d)}
 
 
 BASE_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"}
@@ -158,6 +166,31 @@ def test_rbac_is_least_privilege(helm: Path, chart: str) -> None:
     subject = objects["ClusterRoleBinding"]["subjects"][0]
     assert subject == {"kind": "ServiceAccount", "name": objects["ServiceAccount"]["metadata"]["name"],
                        "namespace": "tatara-system"}
+
+
+def test_the_export_worker_gets_exactly_its_calls_bound_in_the_listed_namespaces(helm: Path) -> None:
+    docs = [d for d in _render_all(helm, "tatara-reconciler", "--set", "exportWorker.namespaces={previews,pr-7}")
+            if _export_worker(d)]
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert role["metadata"]["name"] == "rel-tatara-reconciler-export-worker"
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "patch"]},
+        {"apiGroups": ["tatara.pleme.io"], "resources": ["processes"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+    assert not [d for d in docs if d["kind"] == "ClusterRoleBinding"], "never bound cluster-wide"
+    accounts = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "ServiceAccount"}
+    bindings = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "RoleBinding"}
+    assert sorted(accounts) == sorted(bindings) == ["pr-7", "previews"]
+    for namespace, binding in bindings.items():
+        assert accounts[namespace]["metadata"]["name"] == "tatara-export-worker"  # config.exportWorkerServiceAccount
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                      "name": "rel-tatara-reconciler-export-worker"}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "tatara-export-worker",
+                                        "namespace": namespace}]
+    off = _render_all(helm, "tatara-reconciler", "--set", "exportWorker.clusterRole=false",
+                      "--set", "exportWorker.namespaces={previews}")
+    assert not [d for d in off if _export_worker(d)]
 
 
 @pytest.mark.parametrize("command", ["lint", "template"])
