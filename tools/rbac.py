@@ -20,8 +20,8 @@ ROLE_BINDINGS: Final = Resource("rbac.authorization.k8s.io", "v1", "rolebindings
 CLUSTER_ROLES: Final = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
 CLUSTER_ROLE_BINDINGS: Final = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
                                         "ClusterRoleBinding", namespaced=False)
-RBAC_KINDS: Final = {"ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES, "RoleBinding": ROLE_BINDINGS,
-                     "ClusterRole": CLUSTER_ROLES, "ClusterRoleBinding": CLUSTER_ROLE_BINDINGS}
+RBAC_KINDS: Final = {"ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES, "ClusterRole": CLUSTER_ROLES,
+                     "RoleBinding": ROLE_BINDINGS, "ClusterRoleBinding": CLUSTER_ROLE_BINDINGS}
 """RBAC kinds, in the order they are applied (the subject first)."""
 
 EXPORT_WORKER: Final = "tatara-export-worker"

@@ -435,11 +435,10 @@ class Sinks:
 async def prepare_exports(client: KubeClient, sinks: Sinks, namespaces: list[str]) -> None:
     """The examples' JetStream streams and the export worker's ServiceAccount + RBAC in each namespace."""
     await ensure_streams(sinks.nats.url, sinks.streams)
-    where = ""
     for ns in namespaces:
         await ensure_namespace(client, ns)
-        docs, where = await anyio.to_thread.run_sync(export_worker_rbac_docs, ns)
-        await apply_rbac(client, docs)
+    docs, where = await anyio.to_thread.run_sync(export_worker_rbac_docs, namespaces)
+    await apply_rbac(client, docs)
     print(f"NATS (JetStream) on {sinks.nats.url}, streams {', '.join(sorted(sinks.streams)) or '-'}; "
           f"HTTP receiver on {sinks.receiver.url}", flush=True)
     if namespaces:

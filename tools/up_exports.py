@@ -12,7 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +32,28 @@ from tools.http_receiver import RecordedRequest
 from tools.rbac import EXPORT_WORKER, RBAC_KINDS, export_worker_rbac
 from tools.standins.job_status import condition_true
 
-__all__ = ["EXPORT_WORKER", "LOCAL_EXPORT_WORKER_IMAGE", "NATS_PORT", "RECEIVER_PORT", "ExportRow", "ExportsView",
-           "PortTaken", "chart_export_worker_docs", "check_ports_free", "ensure_streams", "export_worker_command",
-           "export_worker_rbac_docs", "has_exports", "job_state", "nats_streams", "receipt_outcome",
-           "receipts_hint", "retarget_exports", "stream_messages", "stream_subjects"]
+__all__ = [
+    "EXPORT_WORKER",
+    "LOCAL_EXPORT_WORKER_IMAGE",
+    "NATS_PORT",
+    "RECEIVER_PORT",
+    "ExportRow",
+    "ExportsView",
+    "PortTaken",
+    "check_ports_free",
+    "ensure_streams",
+    "export_worker_command",
+    "export_worker_rbac_docs",
+    "has_exports",
+    "job_state",
+    "nats_streams",
+    "rbac_documents",
+    "receipt_outcome",
+    "receipts_hint",
+    "retarget_exports",
+    "stream_messages",
+    "stream_subjects",
+]
 
 NATS_PORT: Final = 14222
 RECEIVER_PORT: Final = 18090
@@ -145,29 +163,38 @@ async def stream_messages(url: str, names: Iterable[str]) -> dict[str, int]:
         await client.close()
 
 
-def chart_export_worker_docs(rendered: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The export worker's ServiceAccount and RBAC among a chart's rendered documents: every RBAC document
-    whose name contains ``export-worker``, ServiceAccounts first (a TokenRequest needs the subject)."""
-    picked = [d for d in rendered if d and d.get("kind") in RBAC_KINDS
-              and "export-worker" in str((d.get("metadata") or {}).get("name", ""))]
+CHART_TEMPLATE: Final = "templates/export-worker-rbac.yaml"
+"""The reconciler chart's template of the export worker's ServiceAccount, ClusterRole and RoleBindings."""
+RELEASE: Final = "tatara-reconciler"
+"""Release name the chart is rendered under (its objects are then named ``tatara-reconciler-…``)."""
+
+
+def rbac_documents(rendered: Iterable[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """The RBAC documents among rendered ones, in apply order: ServiceAccounts first (a TokenRequest needs the
+    subject), then roles, then bindings."""
+    picked = [d for d in rendered if d and d.get("kind") in RBAC_KINDS]
     return sorted(picked, key=lambda d: list(RBAC_KINDS).index(d["kind"]))
 
 
-def export_worker_rbac_docs(namespace: str, helm: Path | None = None) -> tuple[list[dict[str, Any]], str]:
-    """The export worker's ServiceAccount and RBAC for ``namespace``, and where they come from.
+def export_worker_rbac_docs(namespaces: Sequence[str], helm: Path | None = None) -> tuple[list[dict[str, Any]], str]:
+    """The export worker's ServiceAccount and RBAC for ``namespaces``, and where they come from.
 
-    From the reconciler chart (``helm template``, the documents :func:`chart_export_worker_docs` picks) when
-    it renders a ServiceAccount named :data:`~tools.rbac.EXPORT_WORKER` (the name the reconciler's Jobs use
-    by default) and helm is built; otherwise the same rules by hand (:func:`tools.rbac.export_worker_rbac`).
+    From the reconciler chart (``helm template`` of :data:`CHART_TEMPLATE` with ``exportWorker.namespaces``)
+    when the chart has that template and helm is built; otherwise the same rules by hand
+    (:func:`tools.rbac.export_worker_rbac`).
+
+    Raises:
+        subprocess.CalledProcessError: helm refused to render the chart.
     """
     binary = helm or (Helm.default().binary if Helm.default().is_built() else None)
-    if binary is not None:
-        out = subprocess.run([str(binary), "template", "tatara", str(CHART), "--namespace", namespace],
+    if binary is not None and (CHART / CHART_TEMPLATE).is_file():
+        out = subprocess.run([str(binary), "template", RELEASE, str(CHART), "--namespace", RELEASE,
+                              "--set", f"exportWorker.namespaces={{{','.join(namespaces)}}}",
+                              "--show-only", CHART_TEMPLATE],
                              capture_output=True, text=True, timeout=120, check=True).stdout
-        docs = chart_export_worker_docs(yaml.safe_load_all(out))
-        if any(d["kind"] == "ServiceAccount" and d["metadata"]["name"] == EXPORT_WORKER for d in docs):
-            return docs, f"from the chart (helm template {CHART.name}: {', '.join(d['kind'] for d in docs)})"
-    return export_worker_rbac(namespace), "by hand (tools/rbac.py: the chart renders no export-worker ServiceAccount)"
+        return rbac_documents(yaml.safe_load_all(out)), f"from the chart (helm template {CHART.name} {CHART_TEMPLATE})"
+    docs = [doc for ns in namespaces for doc in export_worker_rbac(ns)]
+    return rbac_documents(docs), "by hand (tools/rbac.py: the chart has no export-worker template or helm is not built)"
 
 
 @dataclass

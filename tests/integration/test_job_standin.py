@@ -27,9 +27,9 @@ from shared.kube.errors import Invalid, NotFound
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
 from tools.http_receiver import HttpReceiver
-from tools.rbac import EXPORT_WORKER, apply_rbac, export_worker_rbac
+from tools.rbac import EXPORT_WORKER, EXPORT_WORKER_RULES, apply_rbac, export_worker_rbac
 from tools.standins.jobs import JobRunnerStandIn
-from tools.up_exports import LOCAL_EXPORT_WORKER_IMAGE, export_worker_command
+from tools.up_exports import LOCAL_EXPORT_WORKER_IMAGE, export_worker_command, export_worker_rbac_docs
 
 pytestmark = pytest.mark.anyio
 
@@ -109,10 +109,12 @@ async def receipt(kc: KubeClient, ns: str, name: str) -> tuple[dict[str, Any], d
     return cm, yaml.safe_load(cm["data"]["receipt.yaml"])
 
 
-async def test_the_real_worker_runs_under_its_service_account_ships_to_stdout_and_the_job_completes(
-    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+async def test_the_real_worker_runs_with_the_charts_rbac_ships_to_stdout_and_the_job_completes(
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path, helm: Path
 ) -> None:
-    await apply_rbac(kc, export_worker_rbac(namespace))
+    docs, source = export_worker_rbac_docs([namespace], helm=helm)
+    assert source.startswith("from the chart"), source
+    await apply_rbac(kc, docs)
     spec = {"source": {"runMarker": {"labels": {"suite": "smoke"}}}, "channel": {"stdout": {"pretty": False}}}
     async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
         await kc.create(JOBS, export_job("proc-export-0", image=LOCAL_EXPORT_WORKER_IMAGE,
@@ -143,9 +145,9 @@ async def test_the_real_worker_runs_under_its_service_account_ships_to_stdout_an
 
 
 async def test_an_export_the_receiver_rejects_is_retried_per_backoff_limit_then_failed(
-    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path, helm: Path
 ) -> None:
-    await apply_rbac(kc, export_worker_rbac(namespace))
+    await apply_rbac(kc, export_worker_rbac_docs([namespace], helm=helm)[0])
     async with HttpReceiver(status=500) as receiver:
         spec = {"source": {"runMarker": {}},
                 "channel": {"httpEvent": {"endpoint": f"{receiver.url}/events", "signalType": "marker"}}}
@@ -281,3 +283,11 @@ async def test_the_api_server_refuses_a_complete_job_without_success_criteria_me
         await kc.merge_patch(JOBS, "strict", {"status": {"startTime": now, "failed": 1, "conditions": [failed]}},
                              namespace, subresource="status")
 
+
+
+def test_the_hand_written_export_worker_rules_are_the_charts(helm: Path) -> None:
+    """``tatara up`` falls back to tools/rbac.py without helm: the same rules as the chart's ClusterRole."""
+    docs, _ = export_worker_rbac_docs(["ns"], helm=helm)
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert sorted(map(str, role["rules"])) == sorted(map(str, EXPORT_WORKER_RULES))
+    assert {d["kind"] for d in export_worker_rbac("ns")} == {"ServiceAccount", "Role", "RoleBinding"}

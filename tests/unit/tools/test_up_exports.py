@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from tools.up_exports import (
-    chart_export_worker_docs,
     has_exports,
     job_state,
     nats_streams,
+    rbac_documents,
     receipt_outcome,
     retarget_exports,
     stream_subjects,
@@ -84,13 +84,12 @@ def test_has_exports(doc: dict[str, Any], expected: bool) -> None:
     assert has_exports(doc) is expected
 
 
-def test_the_charts_export_worker_documents_are_picked_subject_first() -> None:
+def test_rbac_documents_are_picked_subject_first_then_roles_then_bindings() -> None:
     rendered = [
-        {"kind": "RoleBinding", "metadata": {"name": "tatara-export-worker"}},
-        {"kind": "Deployment", "metadata": {"name": "tatara-export-worker"}},
-        {"kind": "ClusterRole", "metadata": {"name": "tatara-reconciler"}},
-        {"kind": "ServiceAccount", "metadata": {"name": "tatara-export-worker"}},
+        {"kind": "RoleBinding", "metadata": {"name": "b"}},
+        {"kind": "Deployment", "metadata": {"name": "d"}},
+        {"kind": "ClusterRole", "metadata": {"name": "r"}},
+        {"kind": "ServiceAccount", "metadata": {"name": "s"}},
         None,
     ]
-    picked = chart_export_worker_docs(rendered)  # type: ignore[arg-type]
-    assert [d["kind"] for d in picked] == ["ServiceAccount", "RoleBinding"]
+    assert [d["kind"] for d in rbac_documents(rendered)] == ["ServiceAccount", "ClusterRole", "RoleBinding"]
