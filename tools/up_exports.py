@@ -79,6 +79,8 @@ def check_ports_free(ports: Mapping[str, int]) -> None:
     taken = []
     for what, port in ports.items():
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # as the servers bind: a port left in TIME_WAIT by a previous run is free, a listening one is not
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:

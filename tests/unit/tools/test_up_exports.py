@@ -3,11 +3,14 @@ receipt states on screen."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pytest
 
 from tools.up_exports import (
+    PortTaken,
+    check_ports_free,
     has_exports,
     job_state,
     nats_streams,
@@ -93,3 +96,13 @@ def test_rbac_documents_are_picked_subject_first_then_roles_then_bindings() -> N
         None,
     ]
     assert [d["kind"] for d in rbac_documents(rendered)] == ["ServiceAccount", "ClusterRole", "RoleBinding"]
+
+
+def test_a_taken_port_is_named_with_the_flag_that_moves_it() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        with pytest.raises(PortTaken, match=rf"{taken} \(NATS, --nats-port\)"):
+            check_ports_free({"NATS, --nats-port": taken})
+    check_ports_free({"NATS, --nats-port": taken})  # free again once released
