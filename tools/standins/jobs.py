@@ -3,7 +3,7 @@
 
 The local control plane runs no Job controller and no kubelet, so nothing would ever run a Job. This
 stand-in watches ``batch/v1`` Jobs labelled ``tatara.pleme.io/role=export`` and, for each unfinished one,
-runs the Job's container as a local subprocess:
+runs the Job's (first) container as a local subprocess:
 
 - the argv is the container's ``command`` if set, else the image's entrypoint — a local command the
   caller maps each image to (:class:`JobRunnerStandIn` ``entrypoints``; an image it does not know
@@ -234,6 +234,7 @@ class JobRunnerStandIn:
                 job = await self._finish_run(job, exit_code=-1)
                 if is_finished(job.status):
                     return Result.done()
+                return Result.after(retry_delay(int(job.status.get("failed") or 0), self.retry_base))
             return await self._run_once(job)
         except NotFound:  # deleted meanwhile
             return Result.done()
