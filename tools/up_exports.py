@@ -183,20 +183,21 @@ def export_worker_rbac_docs(namespaces: Sequence[str], helm: Path | None = None)
 
     From the reconciler chart (``helm template`` of :data:`CHART_TEMPLATE` with ``exportWorker.namespaces``)
     when the chart has that template and helm is built; otherwise the same rules by hand
-    (:func:`tools.rbac.export_worker_rbac`).
-
-    Raises:
-        subprocess.CalledProcessError: helm refused to render the chart.
+    (:func:`tools.rbac.export_worker_rbac`), also when helm fails; the text says which and why.
     """
     binary = helm or (Helm.default().binary if Helm.default().is_built() else None)
+    why = "helm is not built (make control-plane builds it)" if binary is None else "the chart has no such template"
     if binary is not None and (CHART / CHART_TEMPLATE).is_file():
-        out = subprocess.run([str(binary), "template", RELEASE, str(CHART), "--namespace", RELEASE,
-                              "--set", f"exportWorker.namespaces={{{','.join(namespaces)}}}",
-                              "--show-only", CHART_TEMPLATE],
-                             capture_output=True, text=True, timeout=120, check=True).stdout
-        return rbac_documents(yaml.safe_load_all(out)), f"from the chart (helm template {CHART.name} {CHART_TEMPLATE})"
+        rendered = subprocess.run([str(binary), "template", RELEASE, str(CHART), "--namespace", RELEASE,
+                                   "--set", f"exportWorker.namespaces={{{','.join(namespaces)}}}",
+                                   "--show-only", CHART_TEMPLATE],
+                                  capture_output=True, text=True, timeout=120, check=False)
+        if rendered.returncode == 0:
+            return (rbac_documents(yaml.safe_load_all(rendered.stdout)),
+                    f"from the chart (helm template {CHART.name} {CHART_TEMPLATE})")
+        why = f"helm template failed: {rendered.stderr.strip()[-300:]}"
     docs = [doc for ns in namespaces for doc in export_worker_rbac(ns)]
-    return rbac_documents(docs), "by hand (tools/rbac.py: the chart has no export-worker template or helm is not built)"
+    return rbac_documents(docs), f"by hand (tools/rbac.py, the chart's rules): {why}"
 
 
 @dataclass
