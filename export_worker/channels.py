@@ -18,6 +18,7 @@ import logging
 from typing import Final, TextIO
 
 import aiohttp
+import anyio
 import nats
 import nats.errors
 import nats.js.errors
@@ -56,18 +57,24 @@ async def ship_http(channel: HttpEventChannel, event_bytes: bytes) -> ExportOutc
         return ExportOutcome.failed(f"HTTP error: {_text(err)}")
 
 
-async def _quiet(err: Exception) -> None:
-    log.debug("nats: %s", err)
-
-
 async def ship_nats(channel: NatsSubjectChannel, event_bytes: bytes, run_id: str) -> ExportOutcome:
     """Publish ``event_bytes`` to JetStream on the expanded subject and wait for the acknowledgement
     (``stream`` is not checked, as in the reference)."""
+    seen: list[Exception] = []
+
+    async def record(err: Exception) -> None:
+        seen.append(err)
+        log.debug("nats: %s", err)
+
     try:
-        client = await nats.connect(channel.resolved_url, connect_timeout=NATS_TIMEOUT, allow_reconnect=False,
-                                    max_reconnect_attempts=0, error_cb=_quiet)
+        # One attempt: nats-py loops forever when allow_reconnect=False comes with max_reconnect_attempts=0;
+        # with 1 it stops after the first round. The deadline guards against any other endless retry.
+        with anyio.fail_after(2 * NATS_TIMEOUT + 1):
+            client = await nats.connect(channel.resolved_url, connect_timeout=NATS_TIMEOUT, allow_reconnect=False,
+                                        max_reconnect_attempts=1, reconnect_time_wait=0.2, error_cb=record)
     except Exception as err:  # nats-py raises several unrelated types (NoServersError, OSError, ...)
-        return ExportOutcome.failed(f"NATS connect: {_text(err)}")
+        cause = f" ({_text(seen[-1])})" if seen and seen[-1] is not err else ""
+        return ExportOutcome.failed(f"NATS connect: {_text(err)}{cause}")
     try:
         await client.jetstream(timeout=NATS_TIMEOUT).publish(expand_subject(channel.subject, run_id), event_bytes)
         return ExportOutcome.shipped()

@@ -1,4 +1,4 @@
-"""Flags and environment variables of ``tatara-export-worker`` (docs/behaviour.md#export-worker-flags).
+"""Flags and environment variables of ``tatara-export-worker`` (docs/behaviour.md#tatara-export-worker-flags).
 
 The reference's command line, as an export Job passes it: ``--spec <ExportSpec JSON>`` (or ``--spec-json
 <file>``), ``--process-namespace``, ``--process-name``, ``--receipt-configmap``, optionally
