@@ -1,9 +1,10 @@
-"""RBAC documents the local tooling puts on a cluster: the export worker's ServiceAccount and Role.
+"""RBAC documents the local tooling puts on a cluster: applying them, and the export worker's by hand.
 
 ``tatara up`` gives the example namespaces the ServiceAccount the reconciler names in its export Jobs
-(``--export-worker-service-account``, default ``tatara-export-worker``) and a Role with the rules the export
-worker needs (docs/architecture.md#the-job-runner-stand-in): read the Process it exports, read ConfigMaps
-(a test report; receipts collected by annotation), and create / server-side apply its receipt ConfigMap.
+(``--export-worker-service-account``, default ``tatara-export-worker``) bound to the export worker's rules
+(docs/architecture.md#tatara-up): from the reconciler chart when helm renders it, else the documents here —
+a Role with the chart's rules (read the Process it exports, read ConfigMaps for a test report and the
+receipts collected by annotation, create / server-side apply its receipt ConfigMap, write an Event).
 """
 
 from __future__ import annotations
