@@ -291,3 +291,16 @@ def test_the_hand_written_export_worker_rules_are_the_charts(helm: Path) -> None
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
     assert sorted(map(str, role["rules"])) == sorted(map(str, EXPORT_WORKER_RULES))
     assert {d["kind"] for d in export_worker_rbac("ns")} == {"ServiceAccount", "Role", "RoleBinding"}
+
+
+async def test_a_command_that_cannot_start_is_a_failed_run(
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    await apply_rbac(kc, export_worker_rbac(namespace))
+    async with stand_in(kc, control_plane, namespace, tmp_path) as runner:
+        await kc.create(JOBS, export_job("missing", command=[str(tmp_path / "no-such-binary")], backoff_limit=0),
+                        namespace)
+        status = await wait_for(lambda: finished(kc, namespace, "missing"), timeout=60, what="the Job to fail")
+    assert conditions(status)["Failed"]["reason"] == "BackoffLimitExceeded"
+    assert status["failed"] == 1
+    assert "cannot start" in runner.log_file(namespace, "missing").read_text()

@@ -21,6 +21,8 @@ runs the Job's (first) container as a local subprocess:
   (:mod:`tools.standins.job_status`): ``backoffLimit`` is honoured (a failed run is retried after the
   pod-failure backoff until failures exceed it), then ``Complete`` or ``Failed`` with the controller's
   conditions, reasons and Events;
+- a command that cannot be started (missing, not executable) is a failed run with exit code 128, as a
+  container that fails to start;
 - stdout and stderr of every run are appended to ``<logs>/<namespace>.<name>.log``;
 - runs are independent: up to ``concurrency`` at once (one worker per run; never two runs of one Job);
 - a finished Job (``Complete`` or ``Failed``) is never run again, also after a stand-in restart; a Job
@@ -85,6 +87,8 @@ TOKEN_SECONDS = 3600
 API_BACKOFF = Backoff(initial=1.0, factor=2.0, cap=60.0, jitter=0.0)
 """Retry of a run that could not start (missing ServiceAccount): the Job controller's queue backoff
 (``DefaultJobApiBackOff`` 1 s, ``MaxJobApiBackOff`` 60 s)."""
+START_ERROR = 128
+"""Exit code of a run whose command cannot be started (a container that fails with StartError)."""
 STOP_GRACE = 10.0
 """Seconds between SIGTERM and SIGKILL when a run is stopped (its Job deleted, or the stand-in stopping)."""
 
@@ -286,8 +290,13 @@ class JobRunnerStandIn:
             with open(self.log_file(namespace, name), "ab") as out:  # noqa: ASYNC230
                 out.write(f"--- STAND-IN run {attempt} of Job {key}: {' '.join(argv)}\n".encode())
                 out.flush()
-                proc = await anyio.open_process(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                                env=environment, start_new_session=True)
+                try:
+                    proc = await anyio.open_process(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                                    stderr=subprocess.STDOUT, env=environment, start_new_session=True)
+                except OSError as err:  # the command does not exist or cannot run: the container fails to start
+                    out.write(f"--- STAND-IN: cannot start {argv[0]}: {err}\n--- exit code {START_ERROR}\n".encode())
+                    log.warning("STAND-IN: Job %s: cannot start %s: %s", key, argv[0], err)
+                    return START_ERROR
                 self._running[key] = proc
                 try:
                     with suppress(NotFound):
