@@ -11,7 +11,7 @@ $(BIN)/.installed: pyproject.toml tools/pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]' -e ./tools
 	touch $@
 
-## run: the whole product locally (tatara up): control plane, CRDs, both reconcilers, Flux stand-in, examples/
+## run: the whole product locally (tatara up): control plane, CRDs, both reconcilers, NATS + HTTP receiver, Flux and Job runner stand-ins, examples/
 run: $(BIN)/.installed
 	$(BIN)/tatara up
 

@@ -3,8 +3,10 @@
 Subcommands:
     local          start a local control plane (built on first use), print its
                    kubeconfig, and keep it running until Ctrl-C or SIGTERM.
-    up             the whole product locally: control plane, CRDs, both reconcilers, the Flux
-                   stand-in and ``examples/``, shown live until they settle; until Ctrl-C.
+    up             the whole product locally: control plane, CRDs, both reconcilers, the Flux and
+                   Job runner stand-ins, NATS and an HTTP receiver for the exports, and
+                   ``examples/``, shown live until they settle; until Ctrl-C. On a cluster named
+                   by ``--kubeconfig``/``$KUBECONFIG``: no stand-in, only missing CRDs.
     ps             the PID tree of Processes (phase, age), like ``ps -ef --forest``.
     signal         validate a signal and write it as a Process's ``tatara.pleme.io/signal``.
     compile        tatara-lisp → Process YAML on stdout.

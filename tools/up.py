@@ -1,9 +1,14 @@
 """``tatara up``: the whole product locally in one command.
 
-Starts the local control plane (unless a kubeconfig names a cluster), installs the CRDs, runs both
-reconcilers as real subprocesses and the Flux stand-in in-process, applies ``examples/``, shows their
-progress until every example reaches the state its ``examples.tatara.pleme.io/expect`` annotation
-names, then keeps running until Ctrl-C / SIGTERM and stops everything it started.
+Starts the local control plane, installs the CRDs, runs both reconcilers as real subprocesses, the Flux
+and Job runner stand-ins in-process, a NATS server (JetStream) and an HTTP receiver on loopback for the
+exports, applies ``examples/``, shows their progress (and their export Jobs and receipts) until every
+example reaches the state its ``examples.tatara.pleme.io/expect`` annotation names, then keeps running
+until Ctrl-C / SIGTERM and stops everything it started.
+
+On a cluster named by ``--kubeconfig`` or ``$KUBECONFIG`` it is careful (:mod:`tools.real_cluster`): it
+refuses to run next to a tatara controller unless ``--force``, installs only missing CRDs, and starts no
+stand-in and no local sink (docs/architecture.md#tatara-up-on-a-real-cluster).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
@@ -28,19 +33,41 @@ import anyio
 import anyio.abc
 import msgspec
 import yaml
+from nats.errors import Error as NatsError
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
 from shared.domain.group import GROUP
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
-from shared.kube.client import NAMESPACES, KubeClient, Resource
+from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound
 from tools.controlplane import LocalControlPlane
 from tools.crds import all_crds, install_crds
+from tools.http_receiver import HttpReceiver, RecordedRequest
+from tools.nats_server import NatsServer, NatsServerError
 from tools.ops import format_table
 from tools.processes import stop_process_groups
+from tools.rbac import EXPORT_WORKER, apply_rbac
+from tools.real_cluster import install_missing_crds, running_controllers
 from tools.standins.flux import FluxStandIn
+from tools.standins.jobs import JobRunnerStandIn
+from tools.up_exports import (
+    LOCAL_EXPORT_WORKER_IMAGE,
+    NATS_PORT,
+    RECEIVER_PORT,
+    ExportsView,
+    PortTaken,
+    check_ports_free,
+    ensure_streams,
+    export_worker_command,
+    export_worker_rbac_docs,
+    has_exports,
+    nats_streams,
+    receipts_hint,
+    retarget_exports,
+    stream_messages,
+)
 from tools.wait import wait_for
 
 EXPECT = f"examples.{GROUP}/expect"
@@ -80,6 +107,16 @@ class Example:
         return self.state == self.expect
 
 
+SUPPORTING_KINDS = frozenset({"ConfigMap"})
+"""Plain objects an example may carry (e.g. the test report an export ships), applied before the examples."""
+
+
+def load_supporting(root: Path) -> list[dict[str, Any]]:
+    """Every ConfigMap in ``root/**/*.yaml``, in path order."""
+    return [doc for path in sorted(root.rglob("*.yaml")) for doc in yaml.safe_load_all(path.read_text())
+            if doc and doc.get("kind") in SUPPORTING_KINDS]
+
+
 def load_examples(root: Path) -> list[Example]:
     """Every tatara object in ``root/**/*.yaml``, in path order (Lisp files are sources, not applied)."""
     out = []
@@ -114,6 +151,16 @@ async def pid_of(client: KubeClient, namespace: str, name: str) -> str | None:
         return None
     pid = (obj.get("status") or {}).get("pid")
     return str(pid) if pid else None
+
+
+async def apply_supporting(client: KubeClient, docs: list[dict[str, Any]]) -> None:
+    """Server-side apply the examples' plain objects (ConfigMaps) in their namespaces."""
+    for doc in docs:
+        meta = doc["metadata"]
+        namespace = meta.get("namespace") or "default"
+        await ensure_namespace(client, namespace)
+        await client.apply(CONFIG_MAPS, meta["name"], {**doc, "metadata": {**meta, "namespace": namespace}},
+                           namespace, field_manager=FIELD_MANAGER)
 
 
 async def apply_examples(client: KubeClient, examples: list[Example], within: float) -> None:
@@ -236,13 +283,15 @@ def _start(name: str, module: str, args: list[str], kubeconfig: Path, logs: Path
 
 
 @contextmanager
-def reconcilers(kubeconfig: Path, logs: Path, reconciler_port: int, pool_port: int) -> Iterator[list[Daemon]]:
-    """Both reconcilers as subprocesses (leader election off, health + metrics on loopback)."""
+def reconcilers(kubeconfig: Path, logs: Path, reconciler_port: int, pool_port: int,
+                reconciler_args: Sequence[str] = ()) -> Iterator[list[Daemon]]:
+    """Both reconcilers as subprocesses (leader election off, health + metrics on loopback);
+    ``reconciler_args`` are added to tatara-reconciler's flags."""
     daemons: list[Daemon] = []
     try:
         daemons.append(_start("tatara-reconciler", "reconciler.main",
                               ["--leader-elect=false", f"--health-addr=127.0.0.1:{reconciler_port}",
-                               "--table-status-interval=1"], kubeconfig, logs, reconciler_port))
+                               "--table-status-interval=1", *reconciler_args], kubeconfig, logs, reconciler_port))
         daemons.append(_start("tatara-pool-reconciler", "pool_reconciler.main",
                               ["--leader-elect=false", f"--health-addr=127.0.0.1:{pool_port}",
                                "--heartbeat-seconds=5"], kubeconfig, logs, pool_port))
@@ -272,21 +321,45 @@ async def wait_ready(daemons: list[Daemon], within: float) -> None:
 # ── the command, step by step ──────────────────────────────────────────────────
 
 
+@dataclass
+class Target:
+    """The cluster ``tatara up`` runs on: its own local plane (``plane``) or one it was pointed at."""
+
+    kubeconfig: Path
+    plane: LocalControlPlane | None = None
+
+    @property
+    def local(self) -> bool:
+        """True when ``tatara up`` started this plane itself (stand-ins and local sinks only then)."""
+        return self.plane is not None
+
+
 @contextmanager
-def cluster(kubeconfig: str | None, started: float) -> Iterator[Path]:
+def cluster(kubeconfig: str | None, started: float) -> Iterator[Target]:
     """Attach to the cluster of ``kubeconfig``, or start a local control plane (stopped on exit)."""
     if kubeconfig:
-        print(f"using the cluster of {kubeconfig}", flush=True)
-        yield Path(kubeconfig)
+        print(f"using the cluster of {kubeconfig} (not started by tatara up: no stand-in, no CRD overwritten)",
+              flush=True)
+        yield Target(Path(kubeconfig))
         return
     print("starting the local control plane (etcd + kube-apiserver + kube-controller-manager)…", flush=True)
     plane = LocalControlPlane()
     try:
         plane.start()
         print(f"local control plane ready in {time.monotonic() - started:.1f} s: {plane.server}", flush=True)
-        yield plane.kubeconfig
+        yield Target(plane.kubeconfig, plane)
     finally:
         plane.stop()
+
+
+@contextmanager
+def nats_server(target: Target, port: int) -> Iterator[NatsServer | None]:
+    """A NATS server with JetStream on ``127.0.0.1:port`` on a local plane (None on a real cluster)."""
+    if not target.local:
+        yield None
+        return
+    with NatsServer(port=port) as server:
+        yield server
 
 
 async def cancel_on_signal(scope: anyio.CancelScope, *,
@@ -306,6 +379,29 @@ async def install_all_crds(client: KubeClient) -> None:
     print(f"installed {len(crds)} CRDs (tatara + Flux/DNSEndpoint schemas)", flush=True)
 
 
+class Refused(Exception):
+    """``tatara up`` will not run on this cluster (the message says why and what overrides it)."""
+
+
+async def prepare_real_cluster(client: KubeClient, force: bool) -> None:
+    """On a cluster ``tatara up`` did not start: refuse next to a running tatara controller (unless
+    ``force``), then install only the CRDs it lacks.
+
+    Raises:
+        Refused: a tatara controller runs there and ``force`` is False (nothing was changed).
+    """
+    found = await running_controllers(client)
+    if found and not force:
+        raise Refused("a tatara controller already runs on this cluster:\n  " + "\n  ".join(found)
+                      + "\nstop it first, or pass --force to run a second set of reconcilers next to it")
+    if found:
+        print("--force: running next to a tatara controller already on this cluster: " + "; ".join(found),
+              flush=True)
+    await install_missing_crds(client, all_crds(), announce=lambda line: print(line, flush=True))
+    print("no stand-in started (Flux and the Job controller of this cluster do that work); no local NATS "
+          "server, HTTP receiver or export-worker RBAC", flush=True)
+
+
 async def announce_ready(daemons: list[Daemon]) -> None:
     await wait_ready(daemons, 60)
     for d in daemons:
@@ -318,23 +414,64 @@ def start_standin(tg: anyio.abc.TaskGroup, client: KubeClient) -> None:
           "HelmReleases and sources Ready as Flux would.", flush=True)
 
 
-def start_examples(tg: anyio.abc.TaskGroup, client: KubeClient, examples: list[Example], source: str,
-                   within: float) -> None:
-    tg.start_soon(apply_examples, client, examples, within)
+def start_job_runner(tg: anyio.abc.TaskGroup, client: KubeClient, plane: LocalControlPlane, logs: Path) -> None:
+    command = export_worker_command()
+    runner = JobRunnerStandIn(client, server=plane.server, ca_file=plane.ca_file, logs=logs / "jobs",
+                              entrypoints={LOCAL_EXPORT_WORKER_IMAGE: command})
+    tg.start_soon(runner.run)
+    print(f"Job runner STAND-IN running: no kubelet locally; export Jobs run as local processes "
+          f"({' '.join(command)}) under their ServiceAccount's token, logs in {runner.logs}", flush=True)
+
+
+@dataclass
+class Sinks:
+    """The local export sinks: NATS (JetStream) and the HTTP receiver."""
+
+    nats: NatsServer
+    receiver: HttpReceiver
+    streams: dict[str, set[str]]
+
+
+async def prepare_exports(client: KubeClient, sinks: Sinks, namespaces: list[str]) -> None:
+    """The examples' JetStream streams and the export worker's ServiceAccount + RBAC in each namespace."""
+    await ensure_streams(sinks.nats.url, sinks.streams)
+    for ns in namespaces:
+        await ensure_namespace(client, ns)
+    docs, where = await anyio.to_thread.run_sync(export_worker_rbac_docs, namespaces)
+    await apply_rbac(client, docs)
+    print(f"NATS (JetStream) on {sinks.nats.url}, streams {', '.join(sorted(sinks.streams)) or '-'}; "
+          f"HTTP receiver on {sinks.receiver.url}", flush=True)
+    if namespaces:
+        print(f"ServiceAccount {EXPORT_WORKER} + RBAC in {', '.join(namespaces)}: {where}", flush=True)
+
+
+def start_examples(tg: anyio.abc.TaskGroup, client: KubeClient, examples: list[Example],
+                   supporting: list[dict[str, Any]], source: str, within: float) -> None:
+    async def apply_all() -> None:
+        await apply_supporting(client, supporting)
+        await apply_examples(client, examples, within)
+
+    tg.start_soon(apply_all)
     print(f"applying {len(examples)} examples from {source}", flush=True)
 
 
 async def watch_until_settled(client: KubeClient, examples: list[Example], daemons: list[Daemon],
-                              started: float, within: float) -> bool:
-    """Redraw the examples' progress until all are settled (True) or ``within`` seconds pass (False);
-    raise if a reconciler exits meanwhile."""
+                              started: float, within: float, exports: ExportsView | None = None) -> bool:
+    """Redraw the examples' progress (and their export Jobs) until all are settled (True) or ``within``
+    seconds pass (False); raise if a reconciler exits meanwhile."""
     screen = Screen(sys.stdout)
 
     async def settled() -> bool:
         for d in daemons:
             d.check_alive()
         await refresh(client, examples)
-        screen.show(render(examples, time.monotonic() - started))
+        text = render(examples, time.monotonic() - started)
+        if exports is not None:
+            await exports.refresh(client)
+            if exports.rows:
+                table, _, footer = text.rpartition("\n")
+                text = f"{table}\n{exports.render()}\n{footer}"
+        screen.show(text)
         return all(ex.settled for ex in examples)
 
     try:
@@ -347,61 +484,127 @@ async def watch_until_settled(client: KubeClient, examples: list[Example], daemo
     return True
 
 
-async def _run(args: argparse.Namespace, kubeconfig: Path, logs: Path, started: float) -> int:
-    """On the cluster of ``kubeconfig``: CRDs, both reconcilers, the stand-in, the examples, then watch.
+def _print_request(request: RecordedRequest) -> None:
+    print(f"HTTP receiver: {request.method} {request.path} "
+          f"(X-Tatara-Signal-Type: {request.header('X-Tatara-Signal-Type')}, {len(request.body)} bytes)", flush=True)
 
-    Everything started here stops on leaving: the task group (stand-in, examples) is cancelled — by a
+
+async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None, logs: Path,
+               started: float) -> int:
+    """On ``target``: CRDs, both reconcilers, the stand-ins and sinks (local plane only), the examples, then
+    watch.
+
+    Everything started here stops on leaving: the task group (stand-ins, examples) is cancelled — by a
     signal, by settling with ``--exit-when-settled``, or by not settling in time (exit 1) — and the
-    reconcilers' context stops their processes."""
-    examples = load_examples(Path(args.examples))
-    async with await KubeClient.from_kubeconfig(kubeconfig) as client, anyio.create_task_group() as tg:
+    reconcilers' context stops their processes. Refused on a real cluster: exit 2, nothing changed."""
+    root = Path(args.examples)
+    examples, supporting = load_examples(root), load_supporting(root)
+    namespaces = sorted({ex.namespace for ex in examples if ex.kind == "Process" and has_exports(ex.doc)})
+    async with await KubeClient.from_kubeconfig(target.kubeconfig) as client, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
-        await install_all_crds(client)
-        with reconcilers(kubeconfig, logs, args.reconciler_port, args.pool_port) as daemons:
-            await announce_ready(daemons)
-            start_standin(tg, client)
-            start_examples(tg, client, examples, args.examples, args.timeout)
-            settled = await watch_until_settled(client, examples, daemons, started, args.timeout)
-            print_summary(examples, started, kubeconfig, daemons, settled=settled)
-            if settled and not args.exit_when_settled:
-                print("Ctrl-C stops everything.", flush=True)
-                await anyio.sleep_forever()
-            tg.cancel_scope.cancel()
-            if not settled:
-                return 1
+        reconciler_args: list[str] = []
+        sinks: Sinks | None = None
+        if target.plane is None:
+            try:
+                await prepare_real_cluster(client, args.force)
+            except Refused as err:
+                print(f"tatara: refusing to run: {err}", file=sys.stderr, flush=True)
+                tg.cancel_scope.cancel()
+                return 2
+        else:
+            await install_all_crds(client)
+            assert nats is not None
+            sinks = Sinks(nats, HttpReceiver(port=args.receiver_port, on_request=_print_request),
+                          nats_streams(ex.doc for ex in examples if ex.kind == "Process"))
+            for ex in examples:
+                if ex.kind == "Process":
+                    ex.doc = retarget_exports(ex.doc, nats.url, sinks.receiver.url)
+            reconciler_args.append(f"--export-worker-image={LOCAL_EXPORT_WORKER_IMAGE}")
+        try:
+            if sinks is not None:
+                await sinks.receiver.start()
+                await prepare_exports(client, sinks, namespaces)
+            with reconcilers(target.kubeconfig, logs, args.reconciler_port, args.pool_port,
+                             reconciler_args) as daemons:
+                await announce_ready(daemons)
+                exports = None
+                if target.plane is not None and sinks is not None:
+                    start_standin(tg, client)
+                    start_job_runner(tg, client, target.plane, logs)
+                    exports = ExportsView(namespaces, http=sinks.receiver.requests)
+                start_examples(tg, client, examples, supporting, args.examples, args.timeout)
+                settled = await watch_until_settled(client, examples, daemons, started, args.timeout, exports)
+                await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled)
+                if settled and not args.exit_when_settled:
+                    print("Ctrl-C stops everything.", flush=True)
+                    await anyio.sleep_forever()
+                tg.cancel_scope.cancel()
+                if not settled:
+                    return 1
+        finally:
+            if sinks is not None:
+                with anyio.CancelScope(shield=True):
+                    await sinks.receiver.stop()
     return 0
 
 
-def print_summary(examples: list[Example], started: float, kubeconfig: Path, daemons: list[Daemon],
-             *, settled: bool) -> None:
+async def print_summary(examples: list[Example], started: float, kubeconfig: Path, daemons: list[Daemon],
+                        sinks: Sinks | None, exports: ExportsView | None, *, settled: bool) -> None:
     seconds = time.monotonic() - started
     if settled:
         print(f"all {len(examples)} examples settled in {seconds:.1f} s", flush=True)
     print(f"export KUBECONFIG={kubeconfig}", flush=True)
     for d in daemons:
         print(f"{d.name} metrics: {d.metrics}", flush=True)
-    summary = {"settled": settled, "seconds": round(seconds, 1), "kubeconfig": str(kubeconfig),
-               "metrics": {d.name: d.metrics for d in daemons},
-               "examples": [{"kind": ex.kind, "namespace": ex.namespace, "name": ex.name, "phase": ex.state,
-                             "pid": ex.pid, "expect": ex.expect} for ex in examples]}
+    summary: dict[str, Any] = {
+        "settled": settled, "seconds": round(seconds, 1), "kubeconfig": str(kubeconfig),
+        "metrics": {d.name: d.metrics for d in daemons},
+        "examples": [{"kind": ex.kind, "namespace": ex.namespace, "name": ex.name, "phase": ex.state,
+                      "pid": ex.pid, "expect": ex.expect} for ex in examples]}
+    if sinks is not None and exports is not None:
+        print(f"NATS: {sinks.nats.url}   HTTP receiver: {sinks.receiver.url} "
+              f"({len(sinks.receiver.requests)} request(s) so far)", flush=True)
+        print("receipts and export Jobs:", flush=True)
+        for line in receipts_hint(exports.namespaces):
+            print(f"  {line}", flush=True)
+        try:
+            messages = await stream_messages(sinks.nats.url, sorted(sinks.streams))
+        except (OSError, NatsError) as err:
+            print(f"tatara: cannot count the streams' messages: {err}", file=sys.stderr, flush=True)
+            messages = {}
+        summary["exports"] = {
+            "nats": sinks.nats.url, "receiver": sinks.receiver.url, "http_requests": len(sinks.receiver.requests),
+            "stream_messages": messages,
+            "jobs": [{"namespace": r.namespace, "name": r.name, "state": r.state, "receipt": r.receipt}
+                     for r in exports.rows.values()]}
     print("SUMMARY " + json.dumps(summary), flush=True)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     logs = Path(tempfile.mkdtemp(prefix="tatara-up-"))
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG")
     try:
-        with cluster(args.kubeconfig or os.environ.get("KUBECONFIG"), started) as kubeconfig:
-            return anyio.run(_run, args, kubeconfig, logs, started)
+        if not kubeconfig:
+            check_ports_free({"NATS, --nats-port": args.nats_port,
+                              "HTTP receiver, --receiver-port": args.receiver_port})
+        with cluster(kubeconfig, started) as target, nats_server(target, args.nats_port) as nats:
+            return anyio.run(_run, args, target, nats, logs, started)
+    except (PortTaken, NatsServerError) as err:
+        print(f"tatara: {err}", file=sys.stderr, flush=True)
+        return 1
     finally:
-        print(f"stopped (reconciler logs kept in {logs})", flush=True)
+        print(f"stopped (logs kept in {logs})", flush=True)
 
 
 def add_subcommand(sub: Any) -> None:
-    up = sub.add_parser("up", help="run everything locally: control plane, CRDs, both reconcilers, Flux stand-in, "
-                                   "the examples; until Ctrl-C")
+    up = sub.add_parser("up", help="run everything locally: control plane, CRDs, both reconcilers, Flux and Job "
+                                   "runner stand-ins, NATS and an HTTP receiver, the examples; until Ctrl-C")
     up.add_argument("--kubeconfig", default=None,
-                    help="use this cluster instead of a local control plane (default: $KUBECONFIG if set)")
+                    help="use this cluster instead of a local control plane (default: $KUBECONFIG if set); "
+                         "only missing CRDs are installed and no stand-in runs there")
+    up.add_argument("--force", action="store_true",
+                    help="run on a cluster that already runs a tatara controller (held Lease or Deployment)")
     up.add_argument("--examples", default=str(default_examples()), help="directory of example YAML to apply")
     up.add_argument("--exit-when-settled", action="store_true",
                     help="exit (0) once every example reached its expected state, printing a SUMMARY JSON line")
@@ -410,4 +613,8 @@ def add_subcommand(sub: Any) -> None:
                     help=f"tatara-reconciler health/metrics port on 127.0.0.1 (default {RECONCILER_PORT})")
     up.add_argument("--pool-port", type=int, default=POOL_PORT,
                     help=f"tatara-pool-reconciler health/metrics port on 127.0.0.1 (default {POOL_PORT})")
+    up.add_argument("--nats-port", type=int, default=NATS_PORT,
+                    help=f"NATS client port on 127.0.0.1, local plane only (default {NATS_PORT})")
+    up.add_argument("--receiver-port", type=int, default=RECEIVER_PORT,
+                    help=f"HTTP receiver port on 127.0.0.1, local plane only (default {RECEIVER_PORT})")
     up.set_defaults(func=cmd_up)

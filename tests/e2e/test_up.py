@@ -17,12 +17,15 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     ports = free_port(), free_port()
+    nats_port, receiver_port = free_port(), free_port()
     result = subprocess.run(
         [sys.executable, "-m", "tools.cli", "up", "--exit-when-settled", "--timeout", "240",
-         "--reconciler-port", str(ports[0]), "--pool-port", str(ports[1])],
+         "--reconciler-port", str(ports[0]), "--pool-port", str(ports[1]),
+         "--nats-port", str(nats_port), "--receiver-port", str(receiver_port)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "Flux STAND-IN running: no real Flux runs locally" in result.stdout
+    assert "Job runner STAND-IN running: no kubelet locally" in result.stdout
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("SUMMARY ")]
     summary = json.loads(line.removeprefix("SUMMARY "))
     assert summary["settled"] is True
@@ -33,6 +36,7 @@ def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> No
         ("Process", "family-web"): "Attested",
         ("Process", "family-worker"): "Attested",
         ("Process", "scratch"): "Gone",
+        ("Process", "release-train"): "Gone",
         ("EphemeralPool", "warm"): "Steady",
         ("EphemeralAllocation", "ci-run-1"): "Bound",
         ("Process", "closed-loop-attest"): "Running",
@@ -43,6 +47,9 @@ def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> No
     assert pids["family-worker"].startswith(pids["family"] + ".")
     assert summary["metrics"] == {"tatara-reconciler": f"http://127.0.0.1:{ports[0]}/metrics",
                                   "tatara-pool-reconciler": f"http://127.0.0.1:{ports[1]}/metrics"}
+    assert (summary["exports"]["nats"], summary["exports"]["receiver"]) == (
+        f"nats://127.0.0.1:{nats_port}", f"http://127.0.0.1:{receiver_port}")
+    assert set(summary["exports"]["stream_messages"]) == {"TATARA_RECEIPTS"}
     # Everything it started is gone: the plane's directory is removed with it.
     assert not Path(summary["kubeconfig"]).exists()
     flags = [f"--health-addr=127.0.0.1:{port}" for port in ports]

@@ -11,7 +11,8 @@ from shared.domain.api.allocation import EphemeralAllocation
 from shared.domain.api.codec import decode, decode_process
 from shared.domain.api.pool import EphemeralPool
 from tools.opscli import compile_lisp
-from tools.up import EXPECT, load_examples
+from tools.up import EXPECT, load_examples, load_supporting
+from tools.up_exports import NATS_PORT, RECEIVER_PORT
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -39,6 +40,18 @@ def test_the_examples_cover_flux_a_family_an_ephemeral_a_pool_and_the_upstream_o
     assert by_name["scratch"].doc["spec"]["lifetime"]["ephemeral"]["ttl"] == "45s"
     assert by_name["ci-run-1"].doc["spec"]["poolRef"]["name"] == "warm"
     assert {"closed-loop-attest", "observability-stack"} <= set(by_name)
+    exports = by_name["release-train"].doc["spec"]["lifetime"]["ephemeral"]["exports"]
+    assert [next(iter(e["source"])) for e in exports] == ["testReport", "receipts", "runMarker"]
+    assert [next(iter(e["channel"])) for e in exports] == ["httpEvent", "natsSubject", "stdout"]
+
+
+def test_the_exports_example_carries_its_test_report_and_points_at_the_ports_tatara_up_uses() -> None:
+    supporting = {doc["metadata"]["name"]: doc for doc in load_supporting(EXAMPLES)}
+    exports = {ex.name: ex for ex in load_examples(EXAMPLES)}["release-train"].doc["spec"]["lifetime"]["ephemeral"]
+    report = exports["exports"][0]["source"]["testReport"]
+    assert report["key"] in supporting[report["configmap"]]["data"]
+    assert exports["exports"][0]["channel"]["httpEvent"]["endpoint"].startswith(f"http://127.0.0.1:{RECEIVER_PORT}/")
+    assert exports["exports"][1]["channel"]["natsSubject"]["url"] == f"nats://127.0.0.1:{NATS_PORT}"
 
 
 @pytest.mark.parametrize("name", ["closed-loop-ephemeral", "observability-stack"])
