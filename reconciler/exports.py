@@ -57,6 +57,10 @@ BACKOFF_LIMIT: Final = 1
 TTL_SECONDS_AFTER_FINISHED: Final = 3600
 """``spec.ttlSecondsAfterFinished`` of an export Job: kept an hour after it ends."""
 
+WORKER_COMMAND: Final = ("tatara-export-worker",)
+"""The export Job's ``command``: our one image runs every binary, its default command is the reconciler
+(docs/divergences.md#releasing-export-jobs)."""
+
 _RESOURCES: Final = ResourceRequirements(requests={"cpu": "10m", "memory": "32Mi"},
                                          limits={"cpu": "200m", "memory": "128Mi"})
 _CONFIG_MAP: Final = ("v1", "ConfigMap")
@@ -133,7 +137,7 @@ def export_job(process: Process, index: int, export: ExportSpec, *, owner_uid: s
                     restart_policy="Never",
                     service_account_name=config.service_account,
                     containers=[Container(name="worker", image=config.image, image_pull_policy="IfNotPresent",
-                                          resources=_RESOURCES, args=args)],
+                                          command=list(WORKER_COMMAND), resources=_RESOURCES, args=args)],
                 ),
             ),
         ),

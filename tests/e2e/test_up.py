@@ -50,6 +50,11 @@ def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> No
     assert (summary["exports"]["nats"], summary["exports"]["receiver"]) == (
         f"nats://127.0.0.1:{nats_port}", f"http://127.0.0.1:{receiver_port}")
     assert set(summary["exports"]["stream_messages"]) == {"TATARA_RECEIPTS"}
+    # examples/ephemeral-exports.yaml: three exports, each a Job run by the stand-in, each receipt Shipped
+    jobs = {j["name"]: (j["state"], j["receipt"]) for j in summary["exports"]["jobs"]}
+    assert jobs == {f"release-train-export-{i}": ("Complete", "Shipped") for i in range(3)}
+    assert summary["exports"]["http_requests"] == 1
+    assert summary["exports"]["stream_messages"] == {"TATARA_RECEIPTS": 1}
     # Everything it started is gone: the plane's directory is removed with it.
     assert not Path(summary["kubeconfig"]).exists()
     flags = [f"--health-addr=127.0.0.1:{port}" for port in ports]

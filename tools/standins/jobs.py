@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
@@ -248,6 +250,10 @@ class JobRunnerStandIn:
         key = f"{namespace}/{name}"
         container = job.spec.template.spec.containers[0] if job.spec.template.spec.containers else Container()
         argv = list(container.command) or self.entrypoints.get(container.image)
+        if argv and os.sep not in argv[0]:
+            # the image's PATH here is the virtualenv's bin (where tatara-export-worker is) before the host's
+            argv[0] = shutil.which(argv[0], path=f"{Path(sys.executable).parent}{os.pathsep}"
+                                                 f"{os.environ.get('PATH', '')}") or argv[0]
         if not argv:
             await self.events.emit(JOBS, job, Event.warning(
                 "ErrImagePull", f"STAND-IN: image {container.image!r} is not mapped to a local command"))

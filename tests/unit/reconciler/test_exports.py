@@ -106,7 +106,7 @@ def test_the_export_job_has_every_field_the_spec_lists() -> None:
     assert container["imagePullPolicy"] == "IfNotPresent"
     assert container["resources"] == {"requests": {"cpu": "10m", "memory": "32Mi"},
                                       "limits": {"cpu": "200m", "memory": "128Mi"}}
-    assert "command" not in container
+    assert container["command"] == ["tatara-export-worker"]  # our one image's default is the reconciler
     assert "env" not in container
     assert container["args"] == [
         "--spec",
