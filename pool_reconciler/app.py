@@ -59,7 +59,7 @@ def build(client: KubeClient, config: PoolReconcilerConfig, *, identity: str | N
 
     metrics = PoolMetrics(registry, pools.objects, processes.objects, allocations.objects)
     recorder = EventRecorder(client, REPORTING_CONTROLLER, identity)
-    manager.add_runnable(recorder.run)  # Events are written in the background, never in a reconcile
+    manager.add_runnable(recorder.run, idle=recorder.idle)  # Events are written in the background
     executor = Executor(client, recorder, metrics)
     pool_reconciler = PoolReconciler(pools, processes, jobs, executor, heartbeat_seconds=config.heartbeat_seconds,
                                      reset_image=config.reset_image, workers=config.workers, clock=clock)

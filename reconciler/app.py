@@ -100,7 +100,7 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
 
     metrics = ProcessMetrics(registry, lambda: (p.phase for p in processes.objects()))
     recorder = EventRecorder(client, REPORTING_CONTROLLER, identity)
-    manager.add_runnable(recorder.run)  # Events are written in the background, never in a reconcile
+    manager.add_runnable(recorder.run, idle=recorder.idle)  # Events are written in the background
     mapper = RESTMapper(client)
     executor = Executor(client, mapper, recorder, metrics)
     routing = RoutingConfig(config.fleet_cluster, config.fleet_location, config.fleet_domain, config.dns_lb_target)

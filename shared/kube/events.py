@@ -260,6 +260,8 @@ class EventRecorder:
         self._locks: dict[Any, anyio.Lock] = {}
         self._last_nanos = 0
         self._queue: MemoryObjectSendStream[tuple[Resource, Any, Event]] | None = None
+        self._pending = 0
+        """Events queued by :meth:`emit` and not yet written (or given up)."""
 
     async def emit(self, resource: Resource, obj: Any, event: Event) -> None:
         """Record ``event`` about ``obj`` (see :meth:`record`): queued for the senders while :meth:`run`
@@ -269,6 +271,7 @@ class EventRecorder:
             return
         try:
             self._queue.send_nowait((resource, obj, event))
+            self._pending += 1
         except anyio.WouldBlock:
             self.stats.dropped += 1
             log.warning("event %s dropped: %d events already wait to be written", event.reason, MAX_QUEUED)
@@ -292,8 +295,15 @@ class EventRecorder:
     async def _send_queued(self, receive: MemoryObjectReceiveStream[tuple[Resource, Any, Event]]) -> None:
         async for resource, obj, event in receive:
             # taken off the queue, so finished even when the run is cancelled meanwhile (bounded)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(FLUSH_SECONDS):
-                await self.record(resource, obj, event.type, event.reason, event.message)
+            try:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(FLUSH_SECONDS):
+                    await self.record(resource, obj, event.type, event.reason, event.message)
+            finally:
+                self._pending -= 1
+
+    def idle(self) -> bool:
+        """No Event queued or being written (the manager's idle check, :meth:`shared.kube.manager.Manager.idle`)."""
+        return self._pending == 0
 
     async def record(self, resource: Resource, obj: Any, event_type: EventType, reason: str, message: str) -> None:
         """Record that ``reason``/``message`` happened to ``obj`` (a cached object of ``resource``).

@@ -63,6 +63,7 @@ class Manager:
         self._informer_options: dict[tuple[Resource, str | None, str | None], tuple[type[Any], dict[str, Any]]] = {}
         self._controllers: list[Controller[Any]] = []
         self._runnables: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._idle_checks: list[Callable[[], bool]] = []
         self._before_start: list[Callable[[], Awaitable[None]]] = []
         self._stop = anyio.Event()
         self._lost: LeadershipLost | None = None
@@ -118,19 +119,25 @@ class Manager:
         (e.g. resolving kinds by discovery and creating their informers)."""
         self._before_start.append(step)
 
-    def add_runnable(self, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def add_runnable(self, run: Callable[[], Coroutine[Any, Any, None]], *,
+                     idle: Callable[[], bool] | None = None) -> None:
         """Run ``await run()`` beside the controllers, only while leading (e.g. a batched status writer).
 
-        It is cancelled at shutdown once the controllers have drained.
+        It is cancelled at shutdown once the controllers have drained. ``idle``, when given, says
+        whether it has work in hand; :meth:`idle` counts it (e.g. Events still to be written).
         """
         self._runnables.append(run)
+        if idle is not None:
+            self._idle_checks.append(idle)
 
     def has_synced(self) -> bool:
         return all(i.has_synced for i in self._informers.values())
 
     def idle(self) -> bool:
-        """True when no controller has a key queued or in progress (delayed requeues not counted)."""
-        return all(len(c.queue) == 0 and c.queue.processing == 0 for c in self._controllers)
+        """True when no controller has a key queued or in progress (delayed requeues not counted) and no
+        runnable registered with an ``idle`` check has work in hand."""
+        return (all(len(c.queue) == 0 and c.queue.processing == 0 for c in self._controllers)
+                and all(check() for check in self._idle_checks))
 
     def stop(self) -> None:
         """Begin a graceful shutdown (as SIGTERM does)."""

@@ -141,7 +141,15 @@ async def test_the_real_worker_runs_with_the_charts_rbac_ships_to_stdout_and_the
     assert (status["succeeded"], status.get("active", 0), status.get("failed", 0)) == (1, 0, 0)
     assert status["startTime"] <= status["completionTime"]
     assert runner.runs == 1
-    assert "Completed" in {e["reason"] for e in await events_of(kc, namespace, "proc-export-0")}
+    async def completed_event() -> bool:
+        return "Completed" in {e["reason"] for e in await events_of(kc, namespace, "proc-export-0")}
+
+    await wait_for(completed_event, what="the Completed Event")  # it follows the status write
+
+
+async def warning_events(kc: KubeClient, namespace: str, name: str) -> list[dict[str, Any]] | None:
+    """The Warning Events about ``name``, or None while there are none."""
+    return [e for e in await events_of(kc, namespace, name) if e["type"] == "Warning"] or None
 
 
 async def test_an_export_the_receiver_rejects_is_retried_per_backoff_limit_then_failed(
@@ -168,7 +176,8 @@ async def test_an_export_the_receiver_rejects_is_retried_per_backoff_limit_then_
     _, envelope = await receipt(kc, namespace, "proc-export-1-receipt")
     assert envelope["evidence"]["outcome"] == "Rejected"
     assert envelope["evidence"]["error"].startswith("HTTP 500")
-    warnings = [e for e in await events_of(kc, namespace, "proc-export-1") if e["type"] == "Warning"]
+    # the Event follows the status write that failed the Job: wait for it rather than race it
+    warnings = await wait_for(lambda: warning_events(kc, namespace, "proc-export-1"), what="the Warning Event")
     assert [e["reason"] for e in warnings] == ["BackoffLimitExceeded"]
 
 

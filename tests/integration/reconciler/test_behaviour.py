@@ -100,7 +100,7 @@ async def test_sighup_on_an_attested_process_attests_the_next_generation(kc: Kub
 
 
 async def test_no_writes_while_waiting_on_a_child_that_is_not_ready(
-    control_plane: LocalControlPlane, namespace: str
+    control_plane: LocalControlPlane, crds_installed: None, namespace: str
 ) -> None:
     """Without the Flux stand-in the Kustomization never becomes Ready: the Process must sit in Running
     without writing, even when reconciles are triggered (here: by touching the child)."""
