@@ -81,6 +81,11 @@ BY_ASSIGNED = "assigned"
 """Index of live (not Released, not Failed) allocations by ``<ns>/<member>`` of their ``status.assignedProcess``."""
 
 
+def _claim_holders(namespace: str, members: Iterable[Process]) -> list[str]:
+    """``<ns>/<allocation>`` of every allocation a member's ``allocation`` annotation names (its claim landed)."""
+    return [f"{namespace}/{name}" for m in members if (name := m.metadata.annotations.get(ann.ALLOCATION))]
+
+
 def assigned_member(allocation: EphemeralAllocation) -> list[str]:
     """``<ns>/<member>`` the allocation's status names, while it is not Released or Failed."""
     status = allocation.status
@@ -267,7 +272,10 @@ class AllocationReconciler:
         claimed = frozenset(m.split("/", 1)[1] for m in self.allocations.index_values(BY_ASSIGNED)
                             if m.startswith(f"{ns}/"))
         free = len(free_members(pool, members, claimed))
-        return [Request(*key.split("/", 1)) for key in self.queues.head(f"{ns}/{pool.metadata.name}", free)]
+        queue = f"{ns}/{pool.metadata.name}"
+        # allocations whose claim landed still sit in the queue until their status is seen: count past them
+        count = free + self.queues.holding(queue, _claim_holders(ns, members))
+        return [Request(*key.split("/", 1)) for key in self.queues.head(queue, count)]
 
     def _for_member(self, process: Process) -> Iterable[Request]:
         """The allocation bound to ``process`` and the allocations waiting on its pool."""
@@ -307,7 +315,8 @@ class AllocationReconciler:
             pools=tuple(self.pools.by_index(BY_NAMESPACE, ns)),
             members=members,
             now=self.clock(),
-            queue_position=self.queues.position(key) if is_waiting(allocation) else None,
+            queue_position=(self.queues.position_past_claims(key, _claim_holders(ns, members))
+                            if is_waiting(allocation) else None),
             claimed=self._claimed(allocation),
             spawn_timeout=self.spawn_timeout,
             heartbeat_seconds=self.heartbeat_seconds,

@@ -97,6 +97,25 @@ class WaitingQueues:
         pool, entry = filed
         return bisect.bisect_left(self._queues[pool], entry)
 
+    def position_past_claims(self, key: str, holders: Iterable[str]) -> int | None:
+        """:meth:`position`, not counting allocations ahead whose member claim already landed
+        (``holders``: keys of allocations some member's ``allocation`` annotation names): they take no
+        free member from those behind them, their Bound status is only still on its way."""
+        filed = self._filed.get(key)
+        if filed is None:
+            return None
+        pool, entry = filed
+        ahead = bisect.bisect_left(self._queues[pool], entry)
+        for holder in set(holders):
+            other = self._filed.get(holder)
+            if other is not None and other[0] == pool and other[1] < entry:
+                ahead -= 1
+        return ahead
+
+    def holding(self, pool: str, holders: Iterable[str]) -> int:
+        """How many of ``holders`` still sit in ``pool``'s queue (their claims landed, their status not yet)."""
+        return sum(1 for h in set(holders) if (filed := self._filed.get(h)) is not None and filed[0] == pool)
+
     def head(self, pool: str, count: int) -> list[str]:
         """Names of the first ``count`` allocations waiting on ``pool`` (``"<namespace>/<name>"``), FIFO."""
         namespace = pool.split("/", 1)[0]

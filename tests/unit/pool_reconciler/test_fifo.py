@@ -94,3 +94,19 @@ def test_the_head_is_the_oldest_waiting_allocations_then_the_smaller_name() -> N
     assert queues.head("pools/other", 5) == ["pools/elsewhere"]
     assert queues.head("pools/missing", 5) == []
     assert queues.pool_of("pools/bound") is None
+
+
+def test_allocations_ahead_whose_claim_landed_do_not_count_and_are_counted_as_holding() -> None:
+    """A claimed member is missing from the free list before its allocation's Bound status arrives:
+    the positions of those behind must skip that allocation too, or each maps to the wrong free member
+    and the last ones to none (docs/behaviour.md#fifo-bind)."""
+    queues = WaitingQueues(route_key(POOLS))
+    for name, created in (("first", 50), ("second", 40), ("third", 30), ("fourth", 20)):
+        a = alloc(name, created=created)
+        queues.upsert(key(a), a)
+    holders = ["pools/first", "pools/third", "pools/elsewhere"]  # claims landed; "elsewhere" is in no queue
+    assert [queues.position_past_claims(f"pools/{n}", holders) for n in ("first", "second", "third", "fourth")] \
+        == [0, 0, 1, 1]
+    assert queues.position_past_claims("pools/missing", holders) is None
+    assert queues.holding("pools/demo-pool", holders) == 2
+    assert queues.holding("pools/other", holders) == 0
