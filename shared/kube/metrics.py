@@ -11,6 +11,11 @@ so existing controller-runtime dashboards work unchanged.
 
 prometheus-client adds a ``*_created`` series to counters and histograms; controller-runtime has none, so this
 module turns them off process-wide on import (:func:`prometheus_client.disable_created_metrics`).
+
+The series touched on every queue operation, reconcile and request (``workqueue_*`` counters and
+histograms, ``controller_runtime_reconcile_total``/``_time_seconds``, ``rest_client_requests_total``) are
+:mod:`shared.kube.loopmetrics` collectors: the same exposition without prometheus-client's per-call lock,
+since only the event loop thread observes them.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from shared.kube.loopmetrics import LoopCounter, LoopHistogram
 
 __all__ = [
     "CONTENT_TYPE",
@@ -127,7 +134,7 @@ class RuntimeMetrics:
         self.registry = registry
         r = registry
         # controller
-        self.reconcile_total = Counter(
+        self.reconcile_total = LoopCounter(
             "controller_runtime_reconcile_total",
             "Reconciliations per controller and result.",
             ["controller", "result"],
@@ -151,7 +158,7 @@ class RuntimeMetrics:
             ["controller"],
             registry=r,
         )
-        self.reconcile_time_seconds = Histogram(
+        self.reconcile_time_seconds = LoopHistogram(
             "controller_runtime_reconcile_time_seconds",
             "Duration of one reconciliation, seconds.",
             ["controller"],
@@ -171,27 +178,27 @@ class RuntimeMetrics:
             registry=r,
         )
         # work queue
-        self.workqueue_adds_total = Counter(
+        self.workqueue_adds_total = LoopCounter(
             "workqueue_adds_total",
             "Keys added to the work queue (deduplicated adds not counted).",
             _WQ_LABELS,
             registry=r,
         )
-        self.workqueue_queue_duration_seconds = Histogram(
+        self.workqueue_queue_duration_seconds = LoopHistogram(
             "workqueue_queue_duration_seconds",
             "Seconds a key waits in the queue before it is handed out.",
             _WQ_LABELS,
             buckets=WORKQUEUE_DURATION_BUCKETS,
             registry=r,
         )
-        self.workqueue_work_duration_seconds = Histogram(
+        self.workqueue_work_duration_seconds = LoopHistogram(
             "workqueue_work_duration_seconds",
             "Seconds between a key's hand-out and its done.",
             _WQ_LABELS,
             buckets=WORKQUEUE_DURATION_BUCKETS,
             registry=r,
         )
-        self.workqueue_retries_total = Counter(
+        self.workqueue_retries_total = LoopCounter(
             "workqueue_retries_total",
             "Keys added with a non-zero delay (rate-limited requeues, add_after).",
             _WQ_LABELS,
@@ -213,7 +220,7 @@ class RuntimeMetrics:
             registry=r,
         )
         # REST client
-        self.rest_client_requests_total = Counter(
+        self.rest_client_requests_total = LoopCounter(
             "rest_client_requests_total",
             "API server requests by status code, method and host.",
             ["code", "method", "host"],
