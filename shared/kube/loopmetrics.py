@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -23,6 +24,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 __all__ = ["CounterChild", "HistogramChild", "LoopCounter", "LoopHistogram"]
+
+C = TypeVar("C", "CounterChild", "HistogramChild")
 
 
 class CounterChild:
@@ -55,39 +58,42 @@ class HistogramChild:
         self.sum += value
 
 
-class _Family(Collector):
+class _Family(Collector, Generic[C]):
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
                  registry: CollectorRegistry | None) -> None:
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
+        self._children: dict[tuple[str, ...], C] = {}
         if registry is not None:
             registry.register(self)
 
-    def _check(self, values: tuple[str, ...]) -> None:
-        if len(values) != len(self.labelnames):
-            raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {values}")
+    def _new_child(self) -> C:
+        raise NotImplementedError
 
-
-class LoopCounter(_Family):
-    """A counter family, exposed as ``<name>`` (``_total`` added if missing), like prometheus-client's ``Counter``."""
-
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
-                 registry: CollectorRegistry | None = None) -> None:
-        self._children: dict[tuple[str, ...], CounterChild] = {}
-        super().__init__(name.removesuffix("_total"), documentation, labelnames, registry)
-
-    def labels(self, *values: str) -> CounterChild:
-        """The series of ``values`` (created at 0 on first use, so it is exported from then on).
+    def labels(self, *values: str) -> C:
+        """The series of ``values`` (created empty on first use, so it is exported from then on).
 
         Raises:
             ValueError: not one value per label name.
         """
         child = self._children.get(values)
         if child is None:
-            self._check(values)
-            child = self._children[values] = CounterChild()
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {values}")
+            child = self._children[values] = self._new_child()
         return child
+
+
+class LoopCounter(_Family[CounterChild]):
+    """A counter family, exposed as ``<name>`` (``_total`` added if missing), like prometheus-client's ``Counter``."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
+                 registry: CollectorRegistry | None = None) -> None:
+        super().__init__(name.removesuffix("_total"), documentation, labelnames, registry)
+
+    def _new_child(self) -> CounterChild:
+        return CounterChild()
 
     def describe(self) -> Iterable[Metric]:
         return [CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)]
@@ -99,7 +105,7 @@ class LoopCounter(_Family):
         yield family
 
 
-class LoopHistogram(_Family):
+class LoopHistogram(_Family[HistogramChild]):
     """A histogram family over ``buckets`` (upper bounds, ascending; +Inf is added), like prometheus-client's
     ``Histogram``."""
 
@@ -109,21 +115,11 @@ class LoopHistogram(_Family):
         if bounds != sorted(bounds) or len(set(bounds)) != len(bounds):
             raise ValueError(f"{name}: buckets must ascend strictly, got {buckets}")
         self.bounds = tuple(bounds)
-        self._children: dict[tuple[str, ...], HistogramChild] = {}
         self._le = [floatToGoString(b) for b in self.bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
         super().__init__(name, documentation, labelnames, registry)
 
-    def labels(self, *values: str) -> HistogramChild:
-        """The series of ``values`` (created empty on first use).
-
-        Raises:
-            ValueError: not one value per label name.
-        """
-        child = self._children.get(values)
-        if child is None:
-            self._check(values)
-            child = self._children[values] = HistogramChild(self.bounds)
-        return child
+    def _new_child(self) -> HistogramChild:
+        return HistogramChild(self.bounds)
 
     def describe(self) -> Iterable[Metric]:
         return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]
