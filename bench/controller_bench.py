@@ -16,7 +16,8 @@ merge patches through the same client, no watch/queue/cache) runs only the throu
 limit of this API server on this machine, measured in the same run, and the table ends with
 ``ours / bare`` and ``ours / kopf``.
 
-Usage: ``.venv/bin/python -m bench.controller_bench [--objects 5000] [--workers 32] [--only ours,bare,kopf]``
+Usage: ``.venv/bin/python -m bench.controller_bench [--objects 5000] [--workers 32] [--only ours,bare,kopf]
+[--rounds 3]`` (on a shared machine, several alternating rounds keep a change of load from favouring one)
 (kopf: ``pip install -e '.[bench]'``). Prints a table; nothing is asserted.
 """
 
@@ -137,9 +138,10 @@ def collect_starts(proc: subprocess.Popen[str], figures: Figures) -> threading.T
     return thread
 
 
-async def run_bare(plane: LocalControlPlane, client: KubeClient, objects: int, workers: int) -> Figures:
+async def run_bare(plane: LocalControlPlane, client: KubeClient, objects: int, workers: int,
+                   round_: int = 0) -> Figures:
     """Throughput only: the bare client exits when it has patched every object."""
-    namespace = "bench-bare"
+    namespace = f"bench-bare-{round_}"
     await client.create(NAMESPACES, {"metadata": {"name": namespace}})
     await create_many(client, namespace, 0, objects)
     figures = Figures("bare")
@@ -158,10 +160,12 @@ async def run_bare(plane: LocalControlPlane, client: KubeClient, objects: int, w
     return figures
 
 
-async def run_one(kind: str, plane: LocalControlPlane, client: KubeClient, objects: int, workers: int) -> Figures:
+async def run_one(kind: str, plane: LocalControlPlane, client: KubeClient, objects: int, workers: int,
+                  round_: int = 0) -> Figures:
+    """One contender once; rounds after the first (``round_`` > 0) measure throughput only."""
     if kind == "bare":
-        return await run_bare(plane, client, objects, workers)
-    namespace = f"bench-{kind}"
+        return await run_bare(plane, client, objects, workers, round_)
+    namespace = f"bench-{kind}-{round_}"
     await client.create(NAMESPACES, {"metadata": {"name": namespace}})
     await create_many(client, namespace, 0, objects)
     figures = Figures(kind)
@@ -173,6 +177,8 @@ async def run_one(kind: str, plane: LocalControlPlane, client: KubeClient, objec
         elapsed = time.monotonic() - started
         figures.objects_per_second = objects / elapsed
         figures.cpu_per_1000 = cpu_seconds(proc.pid) / objects * 1000
+        if round_ > 0:
+            return figures
 
         created_at: dict[str, float] = {}
         for i in range(objects, objects + 200):
@@ -203,22 +209,37 @@ async def run_one(kind: str, plane: LocalControlPlane, client: KubeClient, objec
 
 async def main_async(args: argparse.Namespace) -> None:
     kinds = args.only.split(",") if args.only else ["bare", "ours", "kopf"]
+    runs: dict[str, list[Figures]] = {kind: [] for kind in kinds}
     with LocalControlPlane(controller_manager=False) as plane:
         client = await KubeClient.from_kubeconfig(plane.kubeconfig)
         try:
-            results = {kind: await run_one(kind, plane, client, args.objects, args.workers) for kind in kinds}
+            for round_ in range(args.rounds):  # contenders alternate, so a load change hits them all alike
+                for kind in kinds:
+                    runs[kind].append(await run_one(kind, plane, client, args.objects, args.workers, round_))
         finally:
             await client.close()
+    results = {kind: _median(figures) for kind, figures in runs.items()}
     print(f"{'operator':8} {'objects/s':>10} {'CPU s/1000':>11} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB @10k':>13}")
     for f in results.values():
         latency = f"{f.p50_ms:8.1f} {f.p99_ms:8.1f}" if f.starts else f"{'-':>8} {'-':>8}"
         rss = f"{f.rss_mib:13.1f}" if f.rss_mib else f"{'-':>13}"
         print(f"{f.name:8} {f.objects_per_second:10.1f} {f.cpu_per_1000:11.2f} {latency} {rss}")
+    if args.rounds > 1:
+        for kind, figures in runs.items():
+            print(f"{kind} objects/s per round: {', '.join(f'{f.objects_per_second:.0f}' for f in figures)}")
     ours = results.get("ours")
     for other, label in (("bare", "the limit (bare client); goal >= 0.85"), ("kopf", "kopf")):
         if ours is not None and other in results:
             ratio = ours.objects_per_second / results[other].objects_per_second
-            print(f"ours / {other}: {ratio:.2f}x  ({label})")
+            print(f"ours / {other}: {ratio:.2f}x  ({label}; medians of {args.rounds} round(s))")
+
+
+def _median(figures: list[Figures]) -> Figures:
+    """The first round's figures with throughput and CPU replaced by the medians over all rounds."""
+    first = figures[0]
+    first.objects_per_second = statistics.median(f.objects_per_second for f in figures)
+    first.cpu_per_1000 = statistics.median(f.cpu_per_1000 for f in figures)
+    return first
 
 
 def main() -> None:
@@ -227,6 +248,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=32,
                         help="our operator's workers and the bare client's concurrent patches (the same number)")
     parser.add_argument("--only", help="comma-separated subset of bare,ours,kopf (default: all three)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternate the contenders this many times; throughput is the median (latency and "
+                             "memory come from the first round)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="run ours and bare under py-spy (pip install -e '.[bench]'); collapsed stacks in DIR")
     args = parser.parse_args()
