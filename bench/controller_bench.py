@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import resource
 import signal
@@ -236,10 +237,9 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def _median(figures: list[Figures]) -> Figures:
     """The first round's figures with throughput and CPU replaced by the medians over all rounds."""
-    first = figures[0]
-    first.objects_per_second = statistics.median(f.objects_per_second for f in figures)
-    first.cpu_per_1000 = statistics.median(f.cpu_per_1000 for f in figures)
-    return first
+    return dataclasses.replace(figures[0],
+                               objects_per_second=statistics.median(f.objects_per_second for f in figures),
+                               cpu_per_1000=statistics.median(f.cpu_per_1000 for f in figures))
 
 
 def main() -> None:
