@@ -78,8 +78,9 @@ MAX_CPU_SECONDS: Final = 0.25
 Process and a few hundred children takes microseconds to a few milliseconds; Kubernetes bounds a CEL
 expression at about 0.1 s of work (its per-expression cost limit)."""
 
-MAX_MEMORY_BYTES: Final = 256 * 1024 * 1024
-"""Address space one worker may grow by beyond what it held when it started evaluating."""
+MAX_MEMORY_BYTES: Final = 128 * 1024 * 1024
+"""Address space one worker may grow by beyond what it held when it started evaluating: a real
+expression's values are a few MB; the reconciler, its worker and this stay under the chart's 512Mi."""
 
 VARIABLES: Final = ("process", "children", "childProcesses", "now")
 """The variables an expression may read (:func:`activation`)."""

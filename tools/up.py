@@ -697,7 +697,8 @@ def add_subcommand(sub: Any) -> None:
                          "only missing CRDs are installed and no stand-in runs there")
     up.add_argument("--force", action="store_true",
                     help="run on a cluster that already runs a tatara controller (held Lease or Deployment)")
-    up.add_argument("--examples", default=str(default_examples()), help="directory of example YAML to apply")
+    up.add_argument("--examples", default=str(default_examples()),
+                    help="directory of example YAML to apply (and lisp/*.lisp, compiled as tatara compile does)")
     up.add_argument("--exit-when-settled", action="store_true",
                     help="exit (0) once every example reached its expected state, printing a SUMMARY JSON line")
     up.add_argument("--timeout", type=float, default=300.0, help="seconds allowed for the examples to settle")

@@ -66,7 +66,7 @@ async def test_an_expression_beyond_its_cost_gives_an_unknown_row_and_one_warnin
     costly = flux_process("costly")
     costly["spec"]["boundary"] = {"postconditions": [{"kind": "Cel", "params": {"expression": EXPONENTIAL}}]}
     message = ("CEL expression exceeded its cost: evaluation stopped at its limit of 0.25 s of CPU time "
-               "or 256 MiB of memory")
+               "or 128 MiB of memory")
     async with reconciler_running(kc, namespace, heartbeat_seconds=1):
         await kc.create(PROCESSES, costly, namespace)
 

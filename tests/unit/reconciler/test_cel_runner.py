@@ -105,7 +105,7 @@ async def test_an_expression_beyond_its_cost_is_stopped_and_the_next_one_still_r
     runner = CelRunner()
     result = await runner.evaluate(source, VARIABLES)
     assert result == CelResult(None, "CEL expression exceeded its cost: evaluation stopped at its limit of "
-                                     "0.25 s of CPU time or 256 MiB of memory")
+                                     "0.25 s of CPU time or 128 MiB of memory")
     assert runner.stats.exceeded == 1
     assert await runner.evaluate("true", VARIABLES) == CelResult(True)
 
