@@ -286,6 +286,7 @@ class ProcessReconciler:
         """``(ns, Job name)`` → (owner uid, export index, when applied), until the Job cache has it."""
         if jobs is not None:
             jobs.add_indexer(OWNER_UID, controller_owner_uids)
+            jobs.add_handler(self._job_seen)
             self.controller.owns(jobs, kind="Process", group=GROUP)
 
     def watch_children(self, informer: Informer[ChildObject]) -> None:
@@ -425,6 +426,11 @@ class ProcessReconciler:
             return dataclasses.replace(observed, cel={})
         variables = activation(observed.process, observed.children, observed.child_processes, observed.now)
         return dataclasses.replace(observed, cel=await self.cel.evaluate_all(sources, variables))
+
+    def _job_seen(self, _event: WatchEventType, _old: ObservedJob | None, job: ObservedJob) -> None:
+        """The Job cache has shown this Job (or its deletion): an expectation of it is met. Without this, a
+        Job deleted before any pass saw it cached would count as running until the expectation expires."""
+        self._expected_jobs.pop((job.metadata.namespace or "default", job.metadata.name or ""), None)
 
     def _export_jobs(self, process: Process) -> dict[int, ObservedJob]:
         """This Process's export Jobs by export index: the cached ones, plus those applied by an earlier
