@@ -11,6 +11,10 @@ by them gives :func:`reconciler.cel.cost_exceeded`; the next evaluation starts a
 that gives no answer within :data:`WALL_SECONDS` (its start included) is killed and the evaluation is
 an error for this pass only.
 
+An expression that exceeded its cost is not run again for :data:`OVERRUN_BACKOFF_SECONDS`, whatever its
+inputs: each overrun costs a worker (its CPU time and a fresh start), and an expression that reads ``now``
+has new inputs on every pass.
+
 Results are cached by :func:`reconciler.cel.inputs_digest` — the expression and the exact JSON of the
 variables it reads — so a hit is provably the same evaluation. ``metadata.generation`` alone would not
 do: the Process's status, its children and ``now`` change without a new generation.
@@ -18,8 +22,9 @@ do: the Process's status, its children and ``now`` change without a new generati
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -30,10 +35,13 @@ from anyio.lowlevel import RunVar
 from reconciler import cel
 from shared.domain.api.boundary import Condition, ConditionKind
 
-__all__ = ["CACHE_SIZE", "WALL_SECONDS", "CelRunner", "CelStats", "expressions"]
+__all__ = ["CACHE_SIZE", "OVERRUN_BACKOFF_SECONDS", "WALL_SECONDS", "CelRunner", "CelStats", "expressions"]
 
 WALL_SECONDS: Final = 30.0
 """Wall-clock bound on one evaluation, the worker's start included (a start may take seconds on a busy host)."""
+
+OVERRUN_BACKOFF_SECONDS: Final = 300.0
+"""How long an expression that exceeded its cost gives that result without being run again."""
 
 CACHE_SIZE: Final = 4096
 """Results kept (least recently used dropped first)."""
@@ -66,11 +74,13 @@ def expressions(conditions: Sequence[Condition]) -> list[str]:
 
 @dataclass
 class CelStats:
-    """Counters: evaluations sent to a worker, results reused from the cache, workers ended by their limits."""
+    """Counters: evaluations sent to a worker, results reused from the cache, workers ended by their limits,
+    evaluations not run because the expression exceeded its cost recently."""
 
     evaluations: int = 0
     hits: int = 0
     exceeded: int = 0
+    held_back: int = 0
 
 
 class CelRunner:
@@ -81,16 +91,23 @@ class CelRunner:
         memory_bytes: memory per worker beyond its size at start (default :data:`~reconciler.cel.MAX_MEMORY_BYTES`).
         wall_seconds: wall-clock bound per evaluation, worker start included.
         cache_size: results kept.
+        overrun_backoff: seconds an expression that exceeded its cost is not run again.
+        clock: monotonic seconds (injectable for tests).
     """
 
     def __init__(self, *, cpu_seconds: float = cel.MAX_CPU_SECONDS, memory_bytes: int = cel.MAX_MEMORY_BYTES,
-                 wall_seconds: float = WALL_SECONDS, cache_size: int = CACHE_SIZE) -> None:
+                 wall_seconds: float = WALL_SECONDS, cache_size: int = CACHE_SIZE,
+                 overrun_backoff: float = OVERRUN_BACKOFF_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
         self.cpu_seconds = cpu_seconds
         self.memory_bytes = memory_bytes
         self.wall_seconds = wall_seconds
         self.cache_size = cache_size
+        self.overrun_backoff = overrun_backoff
+        self.clock = clock
         self.stats = CelStats()
         self._cache: OrderedDict[bytes, cel.CelResult] = OrderedDict()
+        self._overruns: dict[str, float] = {}
+        """Expression → when it last exceeded its cost."""
 
     async def evaluate_all(self, sources: Sequence[str], variables: Mapping[str, Any]) -> dict[str, cel.CelResult]:
         """Each source's result over ``variables`` (one after the other)."""
@@ -108,6 +125,11 @@ class CelRunner:
             self._cache.move_to_end(key)
             self.stats.hits += 1
             return cached
+        overrun = self._overruns.get(source)
+        if overrun is not None and self.clock() - overrun < self.overrun_backoff:
+            self.stats.held_back += 1
+            return cel.cost_exceeded(self.cpu_seconds, self.memory_bytes)
+        self._overruns.pop(source, None)
         self.stats.evaluations += 1
         result: cel.CelResult | None = None
         with anyio.move_on_after(self.wall_seconds):
@@ -117,6 +139,7 @@ class CelRunner:
                     cancellable=True, limiter=_worker_limiter())
             except anyio.BrokenWorkerProcess:
                 self.stats.exceeded += 1
+                self._overruns[source] = self.clock()
                 result = cel.cost_exceeded(self.cpu_seconds, self.memory_bytes)
         if result is None:  # no answer in time: not a property of the inputs, so not cached
             return cel.CelResult(None, f"CEL evaluation error: no answer within {self.wall_seconds:g} s")

@@ -133,3 +133,19 @@ async def test_a_worker_that_gives_no_answer_in_time_is_an_error_for_this_pass_o
     assert result == CelResult(None, "CEL evaluation error: no answer within 0 s")
     assert (await runner.evaluate("true", VARIABLES)).error == result.error
     assert runner.stats.hits == 0
+
+
+async def test_an_expression_that_exceeded_its_cost_is_held_back_for_any_inputs_until_the_backoff_ends() -> None:
+    """Reading ``now``, it has new inputs each pass: without the hold-back every pass would cost a worker."""
+    clock = [1000.0]
+    runner = CelRunner(overrun_backoff=300.0, clock=lambda: clock[0])
+    source = f"{EXPONENTIAL} && now > timestamp('2020-01-01T00:00:00Z')"
+    first = await runner.evaluate(source, VARIABLES)
+    assert first.error.startswith("CEL expression exceeded its cost")
+    clock[0] += 299.0
+    assert await runner.evaluate(source, {**VARIABLES, "now": NOW + timedelta(seconds=1)}) == first
+    assert (runner.stats.evaluations, runner.stats.exceeded, runner.stats.held_back) == (1, 1, 1)
+    assert await runner.evaluate("true", VARIABLES) == CelResult(True)  # other expressions still run
+    clock[0] += 2.0
+    assert await runner.evaluate(source, {**VARIABLES, "now": NOW + timedelta(seconds=2)}) == first
+    assert (runner.stats.evaluations, runner.stats.exceeded, runner.stats.held_back) == (3, 2, 1)
