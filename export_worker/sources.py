@@ -59,6 +59,8 @@ class Artifact:
 
     data: bytes
     skipped_receipts: int | None = None
+    unparsable: tuple[str, ...] = ()
+    """``<configmap>/<key>`` of each skipped value (receipts source only)."""
 
 
 @dataclass(frozen=True)
@@ -67,10 +69,12 @@ class CollectedReceipts:
 
     envelopes: list[ReceiptEnvelope]
     skipped: int
+    unparsable: tuple[str, ...] = ()
+    """``<configmap>/<key>`` of each value that did not parse, in the same order."""
 
     def artifact(self) -> Artifact:
         """The receipts as a JSON array (each envelope in its wire form)."""
-        return Artifact(canonical_json([to_wire(e) for e in self.envelopes]), self.skipped)
+        return Artifact(canonical_json([to_wire(e) for e in self.envelopes]), self.skipped, self.unparsable)
 
 
 def collect_receipts(configmaps: Iterable[ConfigMap], process_ref: str) -> CollectedReceipts:
@@ -81,7 +85,7 @@ def collect_receipts(configmaps: Iterable[ConfigMap], process_ref: str) -> Colle
     left out, so an export never ships another export's receipt (docs/divergences.md#export-receipt-metadata).
     """
     envelopes: list[ReceiptEnvelope] = []
-    skipped = 0
+    unparsable: list[str] = []
     for cm in configmaps:
         if cm.metadata.annotations.get(ann.PROCESS) != process_ref:
             continue
@@ -91,8 +95,8 @@ def collect_receipts(configmaps: Iterable[ConfigMap], process_ref: str) -> Colle
             try:
                 envelopes.append(parse_either(cm.data[key]))
             except ReceiptError:
-                skipped += 1
-    return CollectedReceipts(envelopes, skipped)
+                unparsable.append(f"{cm.metadata.name}/{key}")
+    return CollectedReceipts(envelopes, len(unparsable), tuple(unparsable))
 
 
 def _decode_configmap(raw: msgspec.Raw) -> ConfigMap | None:

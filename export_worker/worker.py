@@ -4,7 +4,8 @@
 channel union that does not resolve and an unreachable sink all become a Failed (or Rejected) outcome that
 the receipt records, and the worker exits 1. A rerun (a Job retry after the worker was killed) ships again
 and overwrites the receipt (server-side apply, forced). After the receipt, an Event on the Process says what
-happened (Normal ``ExportShipped``, Warning ``ExportRejected`` / ``ExportFailed``).
+happened (Normal ``ExportShipped``, Warning ``ExportRejected`` / ``ExportFailed``), and a Warning
+``ReceiptsSkipped`` names the annotated ConfigMap values a receipts source could not parse.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from export_worker.event import build_event, resolve_run_id, signal_type_of
 from export_worker.outcome import ExportOutcome, OutcomeKind
 from export_worker.receipt import FIELD_MANAGER, export_receipt, receipt_configmap, receipt_yaml
 from export_worker.sources import SourceError, read_artifact
+from shared.domain import annotations as ann
 from shared.domain.api.receipt import ReceiptEnvelope
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.resources import PROCESSES
@@ -34,6 +36,9 @@ from shared.kube.events import EventRecorder, EventType
 from shared.kube.patch import apply
 
 __all__ = ["RECEIPT_WRITE_ATTEMPTS", "ExportRun", "run_export", "write_receipt"]
+
+SKIPPED_NAMES: Final = 5
+"""How many skipped ``<configmap>/<key>`` a ``ReceiptsSkipped`` Event names (then ``…``)."""
 
 RECEIPT_WRITE_ATTEMPTS: Final = 4
 """Tries of the receipt apply when the API server fails transiently (no answer, 429, 5xx)."""
@@ -78,8 +83,18 @@ async def write_receipt(client: KubeClient, config: WorkerConfig, envelope: Rece
             await anyio.sleep(delay)
 
 
-async def _announce(client: KubeClient, config: WorkerConfig, outcome: ExportOutcome) -> None:
-    """An Event on the Process about the outcome; a Process that is gone (or unreadable) gets none."""
+def skipped_message(config: WorkerConfig, unparsable: tuple[str, ...]) -> str:
+    """The ``ReceiptsSkipped`` message: how many values, which (at most :data:`SKIPPED_NAMES`), where counted."""
+    names = ", ".join(unparsable[:SKIPPED_NAMES]) + (", …" if len(unparsable) > SKIPPED_NAMES else "")
+    return (f"export receipt {config.receipt_configmap}: {len(unparsable)} value(s) annotated "
+            f"{ann.PROCESS}={config.process_namespace}/{config.process_name} did not parse as a receipt and "
+            f"were skipped (evidence.skipped_receipts): {names}")
+
+
+async def _announce(client: KubeClient, config: WorkerConfig, outcome: ExportOutcome,
+                    unparsable: tuple[str, ...] = ()) -> None:
+    """An Event on the Process about the outcome, and a Warning ``ReceiptsSkipped`` when some collected
+    values did not parse; a Process that is gone (or unreadable) gets none."""
     try:
         process = await client.get(PROCESSES, config.process_name, config.process_namespace)
     except NotFound:
@@ -93,7 +108,11 @@ async def _announce(client: KubeClient, config: WorkerConfig, outcome: ExportOut
         message += f": {outcome.message}"
     recorder = EventRecorder(client, FIELD_MANAGER, os.environ.get("HOSTNAME", FIELD_MANAGER)[:128])
     event_type = EventType.NORMAL if outcome.is_shipped else EventType.WARNING
-    await recorder.record(PROCESSES, msgspec.json.decode(process), event_type, _EVENT_REASONS[kind], message)
+    involved = msgspec.json.decode(process)
+    await recorder.record(PROCESSES, involved, event_type, _EVENT_REASONS[kind], message)
+    if unparsable:
+        await recorder.record(PROCESSES, involved, EventType.WARNING, "ReceiptsSkipped",
+                              skipped_message(config, unparsable))
 
 
 async def run_export(client: KubeClient, config: WorkerConfig, *, now: Callable[[], datetime],
@@ -109,6 +128,7 @@ async def run_export(client: KubeClient, config: WorkerConfig, *, now: Callable[
     run_id = resolve_run_id(spec, namespace, name)
     event_bytes = b""
     skipped: int | None = None
+    unparsable: tuple[str, ...] = ()
     try:
         source = spec.source.variant()
         artifact = await read_artifact(client, source, namespace, name)
@@ -120,7 +140,7 @@ async def run_export(client: KubeClient, config: WorkerConfig, *, now: Callable[
         log.exception("reading the artifact failed unexpectedly")
         outcome = ExportOutcome.failed(f"source: {type(err).__name__}: {err}")
     else:
-        skipped = artifact.skipped_receipts
+        skipped, unparsable = artifact.skipped_receipts, artifact.unparsable
         event = build_event(source, artifact.data, run_id=run_id, signal_type=signal_type_of(spec.channel),
                             now=now())
         event_bytes = event.compact()
@@ -140,5 +160,5 @@ async def run_export(client: KubeClient, config: WorkerConfig, *, now: Callable[
     await write_receipt(client, config, envelope, process_ref)
     log.info("receipt %s/%s written (composed root %s)", namespace, config.receipt_configmap,
              envelope.composed_root)
-    await _announce(client, config, outcome)
+    await _announce(client, config, outcome, unparsable)
     return ExportRun(outcome, envelope)

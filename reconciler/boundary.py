@@ -273,10 +273,24 @@ def _promql(params: _PromParams, observed: Observed) -> Verdict:
     return Verdict(Outcome.UNSATISFIED, f"PromQL query {params.query!r} returned {value:g}")
 
 
+NOT_EVALUATED: Final = "CEL expression {expression!r} is not evaluated yet"
+"""A Cel row whose result ``observed.cel`` lacks: the controller evaluates the conditions of the cached
+phase, so a decision made on a live object in another phase can miss one. Unknown for that pass, not an
+evaluation error (no Warning); the next pass evaluates it."""
+
+
 def _cel(params: _CelParams, process: Process, observed: Observed) -> Verdict:
-    """True → Satisfied, False → Unsatisfied, no bool → Unknown (docs/behaviour.md#cel-conditions)."""
-    variables = cel.activation(process, observed.children, observed.child_processes, observed.now)
-    result = cel.evaluate_expression(params.expression, variables)
+    """True → Satisfied, False → Unsatisfied, no bool → Unknown (docs/behaviour.md#cel-conditions).
+
+    The result comes from ``observed.cel`` (evaluated beforehand in a bounded worker); when that is None
+    (a pure caller), the expression is evaluated here.
+    """
+    if observed.cel is not None:
+        result = observed.cel.get(params.expression) or cel.CelResult(
+            None, NOT_EVALUATED.format(expression=params.expression))
+    else:
+        variables = cel.activation(process, observed.children, observed.child_processes, observed.now)
+        result = cel.evaluate_expression(params.expression, variables)
     if result.value is None:
         return Verdict(Outcome.UNKNOWN, result.error)
     if result.value:

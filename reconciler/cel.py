@@ -16,20 +16,29 @@ An expression sees three variables (:func:`activation`):
 
 CEL has no unbounded loops, but comprehensions over lists multiply. Every expression is bounded
 before it runs (:func:`check_bounds`: at most :data:`MAX_SOURCE` characters and
-:data:`MAX_COMPREHENSION_NESTING` nested comprehension macros); evaluation itself is a pure function
-of the expression and its variables (no clock, no memory of earlier passes), so a decision stays the
-same for the same snapshot. Compiled programs are cached by source text.
+:data:`MAX_COMPREHENSION_NESTING` nested comprehension macros). Those static bounds do not bound the
+cost: chained comprehensions can double a value's size at each step (``[1].map(x, [x, x]).map(…)``),
+so comparing it costs 2ⁿ. The reconciler therefore runs every evaluation in a worker process
+(:func:`run_bounded`, driven by :mod:`reconciler.cel_runner`) under a CPU-time limit
+(:data:`MAX_CPU_SECONDS`) and a memory limit (:data:`MAX_MEMORY_BYTES`) that the kernel enforces
+by ending the worker. Evaluation itself is a pure function of the expression and the variables it
+reads (:func:`referenced`; no clock, no memory of earlier passes), so a result may be reused for
+inputs with the same :func:`inputs_digest`. Compiled programs are cached by source text.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import resource
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
 import cel
+import msgspec
 
 from shared.domain.api.codec import to_wire
 from shared.domain.api.process import Process
@@ -37,15 +46,22 @@ from shared.domain.api.process import Process
 __all__ = [
     "ERROR_PREFIXES",
     "MAX_COMPREHENSION_NESTING",
+    "MAX_CPU_SECONDS",
+    "MAX_MEMORY_BYTES",
     "MAX_SOURCE",
+    "VARIABLES",
     "CelError",
     "CelResult",
     "activation",
     "check_bounds",
     "compile_expression",
     "compile_problem",
+    "cost_exceeded",
     "evaluate_expression",
+    "inputs_digest",
     "is_error",
+    "referenced",
+    "run_bounded",
 ]
 
 MAX_SOURCE: Final = 1024
@@ -56,6 +72,18 @@ MAX_COMPREHENSION_NESTING: Final = 2
 ``filter``): two nested loops over lists of a few hundred items take milliseconds."""
 
 _MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+MAX_CPU_SECONDS: Final = 0.25
+"""CPU time one evaluation may use (user + system, of the worker process). An expression over a
+Process and a few hundred children takes microseconds to a few milliseconds; Kubernetes bounds a CEL
+expression at about 0.1 s of work (its per-expression cost limit)."""
+
+MAX_MEMORY_BYTES: Final = 128 * 1024 * 1024
+"""Address space one worker may grow by beyond what it held when it started evaluating: a real
+expression's values are a few MB; the reconciler, its worker and this stay under the chart's 512Mi."""
+
+VARIABLES: Final = ("process", "children", "childProcesses", "now")
+"""The variables an expression may read (:func:`activation`)."""
 
 
 ERROR_PREFIXES: Final = (
@@ -168,6 +196,57 @@ def compile_problem(source: object) -> str | None:
     except CelError as err:
         return f"CEL expression does not compile: {err}"
     return None
+
+
+def referenced(source: str) -> tuple[str, ...]:
+    """Which of :data:`VARIABLES` ``source`` reads, in that order (the parser's static analysis:
+    ``Program.variables()``). Raises :class:`CelError` when it does not compile."""
+    names = set(compile_expression(source).variables())
+    return tuple(v for v in VARIABLES if v in names)
+
+
+def inputs_digest(source: str, variables: Mapping[str, Any]) -> bytes:
+    """SHA-256 of ``source`` and the JSON of the variables it reads (:func:`referenced`; ``now`` as
+    RFC 3339): two evaluations with equal digests have the same inputs, hence the same result.
+    Raises :class:`CelError` when ``source`` does not compile."""
+    read = {name: variables.get(name) for name in referenced(source)}
+    body = msgspec.json.encode([source, read], order="sorted")
+    return hashlib.sha256(body).digest()
+
+
+def cost_exceeded(cpu_seconds: float = MAX_CPU_SECONDS, memory_bytes: int = MAX_MEMORY_BYTES) -> CelResult:
+    """The result of an evaluation whose worker was ended by its limits (:func:`run_bounded`)."""
+    return CelResult(None, f"CEL expression exceeded its cost: evaluation stopped at its limit of "
+                           f"{cpu_seconds:g} s of CPU time or {memory_bytes // (1024 * 1024)} MiB of memory")
+
+
+_memory_capped = False
+
+
+def run_bounded(source: str, variables: Mapping[str, Any], cpu_seconds: float = MAX_CPU_SECONDS,
+                memory_bytes: int = MAX_MEMORY_BYTES) -> CelResult:
+    """:func:`evaluate_expression` for a **worker process** only (it limits the process it runs in).
+
+    The first call caps the address space at its current size + ``memory_bytes`` (``RLIMIT_AS``);
+    each call arms a ``cpu_seconds`` CPU-time timer (``ITIMER_PROF``) whose ``SIGPROF``, left at its
+    default action, ends the process. A worker that dies this way (or aborts on a failed allocation)
+    is what the caller reads as :func:`cost_exceeded`: the interpreter is native code that no
+    Python-level timeout can interrupt.
+    """
+    global _memory_capped
+    if not _memory_capped:
+        with open("/proc/self/statm") as statm:
+            size = int(statm.read().split()[0]) * resource.getpagesize()
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = size + memory_bytes if hard == resource.RLIM_INFINITY else min(hard, size + memory_bytes)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        _memory_capped = True
+    signal.signal(signal.SIGPROF, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+    try:
+        return evaluate_expression(source, variables)
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 def _first_line(text: str) -> str:

@@ -39,6 +39,8 @@ from typing import Final
 import anyio
 import msgspec
 
+from reconciler.cel import activation
+from reconciler.cel_runner import CelRunner, expressions
 from reconciler.children import ChildRef, ChildState, child_state
 from reconciler.claims import bid_keys
 from reconciler.concurrency import Sibling, concurrency_key, sibling_of
@@ -48,7 +50,7 @@ from reconciler.executor import Executor
 from reconciler.exports import export_index
 from reconciler.phases import TICK, decide, holds_finalizer, pid_granted, pid_refused
 from reconciler.pid import PidRefused
-from reconciler.prefetch import Prefetcher
+from reconciler.prefetch import Prefetcher, conditions_for_phase
 from shared.domain import finalizers as fin
 from shared.domain.api.codec import decode_process
 from shared.domain.api.phase import ProcessPhase
@@ -238,14 +240,17 @@ class ProcessReconciler:
         clock: now (UTC), injectable for tests.
         prefetch: fetches boundary inputs the caches lack (PromQL, referenced Jobs/ConfigMaps/…); None: none.
         jobs: informer of export Jobs (label ``tatara.pleme.io/role=export``); None: no export Jobs seen.
+        cel: runs the Cel conditions (default: a :class:`~reconciler.cel_runner.CelRunner` with its limits).
     """
 
     def __init__(self, client: KubeClient, processes: Informer[Process], executor: Executor,
                  allocate_pid: PidAllocator, *, heartbeat_seconds: float = 30.0, workers: int = 4,
                  decide: Callable[[Observed], Decision] = decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 prefetch: Prefetcher | None = None, jobs: Informer[ObservedJob] | None = None) -> None:
+                 prefetch: Prefetcher | None = None, jobs: Informer[ObservedJob] | None = None,
+                 cel: CelRunner | None = None) -> None:
         self.client = client
+        self.cel = cel or CelRunner()
         self.processes = processes
         self.executor = executor
         self.allocate_pid = allocate_pid
@@ -281,6 +286,7 @@ class ProcessReconciler:
         """``(ns, Job name)`` → (owner uid, export index, when applied), until the Job cache has it."""
         if jobs is not None:
             jobs.add_indexer(OWNER_UID, controller_owner_uids)
+            jobs.add_handler(self._job_seen)
             self.controller.owns(jobs, kind="Process", group=GROUP)
 
     def watch_children(self, informer: Informer[ChildObject]) -> None:
@@ -404,14 +410,27 @@ class ProcessReconciler:
             claims=self.claims(), heartbeat_seconds=self.heartbeat_seconds, export_jobs=export_jobs,
             siblings=self._siblings(process),
         )
-        if self.prefetch is None:
-            return observed
-        prometheus, referenced = await self.prefetch.boundary_inputs(process, children.keys())
-        receipts = await self.prefetch.release_inputs(process, export_jobs)
-        if not (prometheus or referenced or receipts):
-            return observed
-        return dataclasses.replace(observed, prometheus=prometheus,
-                                   children={**receipts, **referenced, **children})
+        if self.prefetch is not None:
+            prometheus, referenced = await self.prefetch.boundary_inputs(process, children.keys())
+            receipts = await self.prefetch.release_inputs(process, export_jobs)
+            if prometheus or referenced or receipts:
+                observed = dataclasses.replace(observed, prometheus=prometheus,
+                                               children={**receipts, **referenced, **children})
+        return await self._with_cel(observed)
+
+    async def _with_cel(self, observed: Observed) -> Observed:
+        """``observed`` with the results of its phase's Cel expressions, run by :attr:`cel` in a bounded
+        worker over the finished snapshot (docs/behaviour.md#cel-conditions)."""
+        sources = expressions(conditions_for_phase(observed.process))
+        if not sources:
+            return dataclasses.replace(observed, cel={})
+        variables = activation(observed.process, observed.children, observed.child_processes, observed.now)
+        return dataclasses.replace(observed, cel=await self.cel.evaluate_all(sources, variables))
+
+    def _job_seen(self, _event: WatchEventType, _old: ObservedJob | None, job: ObservedJob) -> None:
+        """The Job cache has shown this Job (or its deletion): an expectation of it is met. Without this, a
+        Job deleted before any pass saw it cached would count as running until the expectation expires."""
+        self._expected_jobs.pop((job.metadata.namespace or "default", job.metadata.name or ""), None)
 
     def _export_jobs(self, process: Process) -> dict[int, ObservedJob]:
         """This Process's export Jobs by export index: the cached ones, plus those applied by an earlier

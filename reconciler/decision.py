@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from reconciler.cel import CelResult
 from reconciler.children import ChildRef, ChildState
 from reconciler.concurrency import Sibling
 from reconciler.render import Manifest
@@ -51,6 +52,9 @@ class Observed:
             in Releasing, ``children`` also holds the receipt ConfigMaps :func:`reconciler.exports.receipt_refs` names.
         siblings: the other Processes sharing this one's ``maxConcurrent`` group, read in Pending
             (docs/behaviour.md#maxconcurrent).
+        cel: the results of the phase's ``Cel`` expressions, evaluated beforehand in a bounded worker
+            (:class:`reconciler.cel_runner.CelRunner`), by expression text; None: evaluate in place
+            (pure callers and tests; docs/behaviour.md#cel-conditions).
     """
 
     process: Process
@@ -65,6 +69,7 @@ class Observed:
     heartbeat_seconds: float = 30.0
     export_jobs: Mapping[int, ObservedJob] = field(default_factory=dict)
     siblings: tuple[Sibling, ...] = ()
+    cel: Mapping[str, CelResult] | None = None
 
 
 @dataclass(frozen=True)

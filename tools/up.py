@@ -42,11 +42,14 @@ from shared.domain.group import GROUP
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound
+from shared.kube.informer import Informer, WatchEventType
+from shared.kube.meta import ObjectMeta
 from tools.controlplane import LocalControlPlane
 from tools.crds import all_crds, install_crds
 from tools.http_receiver import HttpReceiver, RecordedRequest
 from tools.nats_server import NatsServer, NatsServerError
 from tools.ops import format_table
+from tools.opscli import compile_lisp
 from tools.processes import stop_process_groups
 from tools.rbac import EXPORT_WORKER, apply_rbac
 from tools.real_cluster import install_missing_crds, running_controllers
@@ -81,6 +84,13 @@ STOP_GRACE = 10.0
 KINDS: dict[str, Resource] = {"Process": PROCESSES, "EphemeralPool": EPHEMERAL_POOLS,
                               "EphemeralAllocation": EPHEMERAL_ALLOCATIONS}
 GONE = "Gone"
+GONE_AFTER_ATTESTED = "Gone after Attested"
+"""The state of a Process that was seen Attested (by the watch, :class:`PhaseHistory`) and is now deleted:
+an ephemeral one whose teardown policy fired on Attested."""
+LISP_DIR = "lisp"
+"""Subdirectory of the examples whose ``*.lisp`` sources are compiled (as ``tatara compile`` does) and applied."""
+LISP_NAMESPACE = "tatara-examples"
+"""Namespace of the Processes compiled from ``LISP_DIR`` (a Lisp form names none)."""
 
 
 def default_examples() -> Path:
@@ -101,6 +111,8 @@ class Example:
     state: str = "-"
     pid: str = "-"
     ready: str = "-"
+    applied: bool = False
+    """Set once applied: until then it shows ``-``, not Gone."""
 
     @property
     def settled(self) -> bool:
@@ -118,7 +130,13 @@ def load_supporting(root: Path) -> list[dict[str, Any]]:
 
 
 def load_examples(root: Path) -> list[Example]:
-    """Every tatara object in ``root/**/*.yaml``, in path order (Lisp files are sources, not applied)."""
+    """Every tatara object in ``root/**/*.yaml``, in path order, then the Processes compiled from
+    ``root/lisp/*.lisp`` (:func:`load_lisp_examples`; other Lisp files are sources, not applied).
+
+    Raises:
+        ValueError: a YAML object without the ``examples.tatara.pleme.io/expect`` annotation.
+        LispError, CompileProblem: a Lisp example does not compile.
+    """
     out = []
     for path in sorted(root.rglob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
@@ -129,6 +147,30 @@ def load_examples(root: Path) -> list[Example]:
             if not expect:
                 raise ValueError(f"{path}: {doc['kind']} {meta['name']} has no {EXPECT} annotation")
             out.append(Example(doc["kind"], meta.get("namespace") or "default", meta["name"], expect, doc))
+    return out + load_lisp_examples(root / LISP_DIR)
+
+
+def lisp_expectation(doc: dict[str, Any]) -> str:
+    """What a compiled Process settles in: ephemeral with ``teardownPolicy: Always`` → Gone after
+    Attested (docs/behaviour.md#teardown-policy), anything else → Attested."""
+    ephemeral = ((doc.get("spec") or {}).get("lifetime") or {}).get("ephemeral") or {}
+    return GONE_AFTER_ATTESTED if ephemeral.get("teardownPolicy") == "Always" else "Attested"
+
+
+def load_lisp_examples(root: Path) -> list[Example]:
+    """The Processes of each ``root/*.lisp`` (path order) compiled as ``tatara compile -n tatara-examples``
+    does (:func:`tools.opscli.compile_lisp`: a matrix fans out into one Process per environment), each
+    annotated with the state it settles in (:func:`lisp_expectation`). Other compiled kinds (breathe
+    Bands) are left out. Raises what :func:`~tools.opscli.compile_lisp` raises."""
+    out = []
+    for path in sorted(root.glob("*.lisp")):
+        for doc in compile_lisp(path.read_text(), LISP_NAMESPACE):
+            if doc.get("kind") != "Process":
+                continue
+            expect = lisp_expectation(doc)
+            meta = doc["metadata"]
+            meta["annotations"] = {**(meta.get("annotations") or {}), EXPECT: expect}
+            out.append(Example("Process", LISP_NAMESPACE, meta["name"], expect, doc))
     return out
 
 
@@ -142,6 +184,7 @@ async def ensure_namespace(client: KubeClient, name: str) -> None:
 
 async def apply_example(client: KubeClient, ex: Example) -> None:
     await client.apply(KINDS[ex.kind], ex.name, ex.doc, ex.namespace, field_manager=FIELD_MANAGER)
+    ex.applied = True
 
 
 async def pid_of(client: KubeClient, namespace: str, name: str) -> str | None:
@@ -192,13 +235,58 @@ def _ready(obj: dict[str, Any]) -> str:
     return "-"
 
 
-async def refresh(client: KubeClient, examples: list[Example]) -> None:
-    """Read each example's current phase, PID and readiness."""
+class _PhaseStatus(msgspec.Struct):
+    phase: str | None = None
+
+
+class _Phased(msgspec.Struct):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: _PhaseStatus | None = None
+
+
+class PhaseHistory:
+    """Every phase each Process was seen in, from a watch on all Processes: a poll every half second
+    misses a phase held for less (an ephemeral Process with ``teardownPolicy: Always`` leaves Attested
+    within a pass). Run :meth:`run` in a task group; :meth:`passed` answers from what was recorded."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.informer: Informer[_Phased] = Informer(client, PROCESSES, _Phased)
+        self.informer.add_handler(self._record)
+        self.seen: dict[tuple[str, str], set[str]] = {}
+
+    def _record(self, _event: WatchEventType, _old: _Phased | None, new: _Phased) -> None:
+        if new.status is not None and new.status.phase:
+            key = (new.metadata.namespace or "default", new.metadata.name or "")
+            self.seen.setdefault(key, set()).add(new.status.phase)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Watch until cancelled; ``started`` once the first list is in (so nothing applied later is missed)."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.informer.run)
+            await self.informer.wait_synced()
+            task_status.started()
+
+    def passed(self, namespace: str, name: str, phase: str) -> bool:
+        return phase in self.seen.get((namespace, name), set())
+
+
+def gone_state(ex: Example, history: PhaseHistory | None) -> str:
+    """The state of a deleted example: :data:`GONE_AFTER_ATTESTED` for a Process seen Attested, else Gone."""
+    if ex.kind == "Process" and history is not None and history.passed(ex.namespace, ex.name, "Attested"):
+        return GONE_AFTER_ATTESTED
+    return GONE
+
+
+async def refresh(client: KubeClient, examples: list[Example], history: PhaseHistory | None = None) -> None:
+    """Read each example's current phase, PID and readiness (a deleted one: :func:`gone_state`; one not
+    applied yet keeps ``-``)."""
     for ex in examples:
+        if not ex.applied:
+            continue
         try:
             obj = msgspec.json.decode(await client.get(KINDS[ex.kind], ex.name, ex.namespace))
         except NotFound:
-            ex.state, ex.pid, ex.ready = GONE, "-", "-"
+            ex.state, ex.pid, ex.ready = gone_state(ex, history), "-", "-"
             continue
         status = obj.get("status") or {}
         ex.state = str(status.get("phase") or "Pending")
@@ -456,7 +544,8 @@ def start_examples(tg: anyio.abc.TaskGroup, client: KubeClient, examples: list[E
 
 
 async def watch_until_settled(client: KubeClient, examples: list[Example], daemons: list[Daemon],
-                              started: float, within: float, exports: ExportsView | None = None) -> bool:
+                              started: float, within: float, exports: ExportsView | None = None,
+                              history: PhaseHistory | None = None) -> bool:
     """Redraw the examples' progress (and their export Jobs) until all are settled (True) or ``within``
     seconds pass (False); raise if a reconciler exits meanwhile."""
     screen = Screen(sys.stdout)
@@ -464,7 +553,7 @@ async def watch_until_settled(client: KubeClient, examples: list[Example], daemo
     async def settled() -> bool:
         for d in daemons:
             d.check_alive()
-        await refresh(client, examples)
+        await refresh(client, examples, history)
         text = render(examples, time.monotonic() - started)
         if exports is not None:
             await exports.refresh(client)
@@ -532,8 +621,11 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                     start_standin(tg, client)
                     start_job_runner(tg, client, target.plane, logs)
                     exports = ExportsView(namespaces, http=sinks.receiver.requests)
+                history = PhaseHistory(client)
+                await tg.start(history.run)
                 start_examples(tg, client, examples, supporting, args.examples, args.timeout)
-                settled = await watch_until_settled(client, examples, daemons, started, args.timeout, exports)
+                settled = await watch_until_settled(client, examples, daemons, started, args.timeout, exports,
+                                                    history)
                 await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled)
                 if settled and not args.exit_when_settled:
                     print("Ctrl-C stops everything.", flush=True)
@@ -605,7 +697,8 @@ def add_subcommand(sub: Any) -> None:
                          "only missing CRDs are installed and no stand-in runs there")
     up.add_argument("--force", action="store_true",
                     help="run on a cluster that already runs a tatara controller (held Lease or Deployment)")
-    up.add_argument("--examples", default=str(default_examples()), help="directory of example YAML to apply")
+    up.add_argument("--examples", default=str(default_examples()),
+                    help="directory of example YAML to apply (and lisp/*.lisp, compiled as tatara compile does)")
     up.add_argument("--exit-when-settled", action="store_true",
                     help="exit (0) once every example reached its expected state, printing a SUMMARY JSON line")
     up.add_argument("--timeout", type=float, default=300.0, help="seconds allowed for the examples to settle")

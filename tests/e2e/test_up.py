@@ -1,5 +1,6 @@
 """``tatara up --exit-when-settled`` as a real subprocess: its own control plane, both reconcilers as
-subprocesses, the Flux stand-in, every example reaching the state it declares, and nothing left running."""
+subprocesses, the Flux stand-in, every example (the compiled Lisp matrix too) reaching the state it
+declares, and nothing left running."""
 
 from __future__ import annotations
 
@@ -35,12 +36,16 @@ def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> No
         ("Process", "family"): "Attested",
         ("Process", "family-web"): "Attested",
         ("Process", "family-worker"): "Attested",
-        ("Process", "scratch"): "Gone",
-        ("Process", "release-train"): "Gone",
+        ("Process", "scratch"): "Gone after Attested",
+        ("Process", "release-train"): "Gone after Attested",
         ("EphemeralPool", "warm"): "Steady",
         ("EphemeralAllocation", "ci-run-1"): "Bound",
         ("Process", "closed-loop-attest"): "Running",
         ("Process", "observability-stack"): "Forking",
+        # examples/lisp/echo-sweep.lisp, compiled as `tatara compile` does: four ephemeral environments,
+        # one at a time (maxConcurrent 1), each attested (its CEL postcondition held), then torn down
+        **{("Process", f"echo-sweep-version-{v}-replicas-{r}"): "Gone after Attested"
+           for v in ("0-5-4", "0-5-5") for r in (1, 3)},
     }
     pids = {e["name"]: e["pid"] for e in summary["examples"]}
     assert pids["family-web"].startswith(pids["family"] + ".")

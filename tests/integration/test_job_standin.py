@@ -24,6 +24,7 @@ from shared.domain.labels import EXPORT_INDEX, MANAGED_BY, ROLE, ROLE_EXPORT
 from shared.domain.resources import JOBS
 from shared.kube.client import CONFIG_MAPS, EVENTS, KubeClient
 from shared.kube.errors import Invalid, NotFound
+from tests.integration.reconciler.test_releasing import gone
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
 from tools.http_receiver import HttpReceiver
@@ -273,6 +274,37 @@ async def test_jobs_run_concurrently_and_a_job_deleted_mid_run_has_its_process_s
             return not runner.running_jobs
 
         await wait_for(stopped, timeout=30, what="the deleted Job's process to stop")
+
+
+async def test_a_run_whose_job_was_deleted_is_not_counted_against_a_new_job_of_the_same_name(
+    kc: KubeClient, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """The reconciler recreates a deleted export Job under the same name at once (ExportJobLost): the old
+    run, ending after that, must not write its failure onto the new Job (a real Job's pods belong to its UID)."""
+    await apply_rbac(kc, export_worker_rbac(namespace))
+    up, release = tmp_path / "up", tmp_path / "release"
+    # ignores SIGTERM until released, then fails: its end comes after the new Job exists
+    holdout = ("import pathlib, signal, sys, time\n"
+               "signal.signal(signal.SIGTERM, lambda *_: None)\n"
+               f"pathlib.Path({str(up)!r}).touch()\n"
+               f"while not pathlib.Path({str(release)!r}).exists(): time.sleep(0.05)\n"
+               "sys.exit(1)\n")
+    async with stand_in(kc, control_plane, namespace, tmp_path / "logs") as runner:
+        await kc.create(JOBS, export_job("again", command=[sys.executable, "-c", holdout]), namespace)
+
+        async def holdout_up() -> bool:
+            return up.exists()
+
+        await wait_for(holdout_up, timeout=60, what="the first Job's process to be up")
+        await kc.delete(JOBS, "again", namespace, propagation_policy="Background")
+        await wait_for(partial(gone, kc, JOBS, "again", namespace), timeout=30, what="the first Job to be deleted")
+        await kc.create(JOBS, export_job("again", command=[sys.executable, "-c", "pass"]), namespace)
+        release.touch()
+        status = await wait_for(partial(finished, kc, namespace, "again"), timeout=60, what="the second Job")
+        assert "Complete" in conditions(status)
+        assert "failed" not in status, status
+        assert status["succeeded"] == 1
+        assert runner.runs == 2
 
 
 async def test_the_api_server_refuses_a_complete_job_without_success_criteria_met(

@@ -7,11 +7,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from reconciler.concurrency import concurrency_key
 from shared.domain.api.allocation import EphemeralAllocation
 from shared.domain.api.codec import decode, decode_process
 from shared.domain.api.pool import EphemeralPool
 from tools.opscli import compile_lisp
-from tools.up import EXPECT, load_examples, load_supporting
+from tools.up import EXPECT, GONE_AFTER_ATTESTED, lisp_expectation, load_examples, load_supporting
 from tools.up_exports import NATS_PORT, RECEIVER_PORT
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -62,3 +63,42 @@ def test_each_upstream_lisp_compiles_to_a_process_like_its_yaml_twin(name: str) 
     # NonMonotone where the defephemeral lowering gives Monotone.
     assert compiled["spec"]["classification"]["pointType"] == twin.doc["spec"]["classification"]["pointType"]
     assert set(compiled["spec"]["intent"]) == set(twin.doc["spec"]["intent"])
+
+
+def test_the_lisp_matrix_is_applied_compiled_and_each_environment_must_pass_through_attested() -> None:
+    matrix = [ex for ex in load_examples(EXAMPLES) if ex.name.startswith("echo-sweep-")]
+    assert sorted(ex.name for ex in matrix) == sorted(
+        f"echo-sweep-version-{v}-replicas-{r}" for v in ("0-5-4", "0-5-5") for r in (1, 3))
+    expected = {("Process", "tatara-examples", GONE_AFTER_ATTESTED)}
+    assert {(ex.kind, ex.namespace, ex.expect) for ex in matrix} == expected
+    assert {ex.doc["metadata"]["annotations"][EXPECT] for ex in matrix} == {GONE_AFTER_ATTESTED}
+
+
+def test_the_matrix_has_its_max_concurrent_group_to_itself() -> None:
+    """Every ephemeral Process of a group holds a slot (docs/behaviour.md#maxconcurrent): a long-lived
+    example in the matrix's group would keep its environments Pending for the whole run."""
+    groups: dict[str, list[str]] = {}
+    for ex in load_examples(EXAMPLES):
+        if ex.kind == "Process":
+            key = concurrency_key(decode_process(msgspec.json.encode(ex.doc)))
+            if key is not None:
+                groups.setdefault(key, []).append(ex.name)
+    (key,) = {k for k, names in groups.items() if any(n.startswith("echo-sweep-") for n in names)}
+    assert all(n.startswith("echo-sweep-") for n in groups[key])
+    pool = {ex.name: ex for ex in load_examples(EXAMPLES)}["warm"].doc["spec"]["template"]["aplicacao"]["chartRef"]
+    assert key != f"chart:{pool}"
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "expect"),
+    [
+        pytest.param({"ephemeral": {"ttl": "1h", "teardownPolicy": "Always"}}, GONE_AFTER_ATTESTED,
+                     id="torn down on Attested: gone after Attested"),
+        pytest.param({"ephemeral": {"ttl": "1h", "teardownPolicy": "Never"}}, "Attested",
+                     id="kept until its TTL: Attested"),
+        pytest.param({"permanent": {}}, "Attested", id="permanent: Attested"),
+        pytest.param(None, "Attested", id="no lifetime: Attested"),
+    ],
+)
+def test_a_compiled_process_settles_by_its_teardown_policy(lifetime: dict[str, object] | None, expect: str) -> None:
+    assert lisp_expectation({"spec": {"lifetime": lifetime}}) == expect

@@ -27,7 +27,9 @@ runs the Job's (first) container as a local subprocess:
 - runs are independent: up to ``concurrency`` at once (one worker per run; never two runs of one Job);
 - a finished Job (``Complete`` or ``Failed``) is never run again, also after a stand-in restart; a Job
   still ``active`` when the stand-in starts lost its run (the stand-in stopped mid-run) and counts one
-  failure, as a vanished pod does; a Job deleted mid-run has its process sent SIGTERM.
+  failure, as a vanished pod does; a Job deleted mid-run has its process sent SIGTERM, and that run is
+  not written anywhere: every status write carries the Job's UID, so a Job created again under the same
+  name starts with a clean status, as a real Job's pods belong to its UID, not its name.
 
 What it does not do: pods (there are none: ``kubectl get pods`` shows nothing), ``activeDeadlineSeconds``,
 pod failure policies, indexed completions, parallelism above 1, ``ttlSecondsAfterFinished``.
@@ -58,12 +60,11 @@ from shared.domain.labels import ROLE, ROLE_EXPORT
 from shared.domain.resources import JOBS
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Controller, Request, Result
-from shared.kube.errors import ApiError, NotFound
+from shared.kube.errors import ApiError, Invalid, NotFound
 from shared.kube.events import Event, EventRecorder
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.meta import ObjectMeta
 from shared.kube.metrics import RuntimeMetrics
-from shared.kube.patch import patch_status
 from shared.kube.ratelimit import Backoff
 from tools.standins.job_status import (
     POD_FAILURE_BACKOFF,
@@ -191,7 +192,8 @@ class JobRunnerStandIn:
         self.events = EventRecorder(client, REPORTING_COMPONENT, REPORTING_COMPONENT)
         self.runs = 0
         """Processes started so far."""
-        self._running: dict[str, anyio.abc.Process] = {}
+        self._running: dict[str, tuple[str, anyio.abc.Process]] = {}
+        """``namespace/name`` → (the UID of the Job the run belongs to, its process)."""
         self._start_failures: dict[str, int] = {}
 
     @property
@@ -217,11 +219,15 @@ class JobRunnerStandIn:
 
     def _on_event(self, event: WatchEventType, old: Job | None, new: Job) -> None:
         key = f"{new.metadata.namespace}/{new.metadata.name}"
-        proc = self._running.get(key)
-        if proc is not None and (event is WatchEventType.DELETED or new.metadata.deletion_timestamp is not None):
-            log.info("STAND-IN: Job %s deleted mid-run, stopping its process", key)
-            with suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
+        run = self._running.get(key)
+        if run is None or (event is not WatchEventType.DELETED and new.metadata.deletion_timestamp is None):
+            return
+        uid, proc = run
+        if new.metadata.uid != uid:
+            return  # another Job of that name (the run's own was deleted before)
+        log.info("STAND-IN: Job %s deleted mid-run, stopping its process", key)
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
 
     # -- one reconcile: at most one run --------------------------------------------------------------
 
@@ -273,7 +279,7 @@ class JobRunnerStandIn:
         code = await self._execute(job, [*argv, *container.args], container.env,
                                    token_kubeconfig(self.server, self.ca_file, f"system:serviceaccount:{namespace}:"
                                                     f"{account}", token))
-        job = await self._finish_run(job, exit_code=code)
+        job = await self._finish_run(job, exit_code=code)  # NotFound when deleted or replaced meanwhile
         if is_finished(job.status):
             return Result.done()
         return Result.after(retry_delay(int(job.status.get("failed") or 0), self.retry_base))
@@ -303,7 +309,7 @@ class JobRunnerStandIn:
                     out.write(f"--- STAND-IN: cannot start {argv[0]}: {err}\n--- exit code {START_ERROR}\n".encode())
                     log.warning("STAND-IN: Job %s: cannot start %s: %s", key, argv[0], err)
                     return START_ERROR
-                self._running[key] = proc
+                self._running[key] = (job.metadata.uid or "", proc)
                 try:
                     with suppress(NotFound):
                         await self._write(job, running())
@@ -326,8 +332,23 @@ class JobRunnerStandIn:
         return job
 
     async def _write(self, job: Job, patch: dict[str, Any]) -> Job:
-        raw = await patch_status(self.client, JOBS, job.metadata.namespace, job.metadata.name or "", patch)
-        return job if raw is None else _job_decoder.decode(raw)
+        """Patch ``job``'s status, only while ``job`` (its UID) is the one under its name.
+
+        Raises:
+            NotFound: the Job is gone, or another Job now has its name (never written).
+        """
+        # The body names the UID: the Job status strategy refuses a change of it (422, metadata.uid is
+        # immutable), so the patch cannot land on another Job of the same name (custom resources' status
+        # subresource ignores metadata: this is no guard there).
+        body = {"metadata": {"uid": job.metadata.uid}, "status": patch}
+        try:
+            raw = await self.client.merge_patch(JOBS, job.metadata.name or "", body, job.metadata.namespace,
+                                                subresource="status")
+        except Invalid as err:
+            if any(c.field == "metadata.uid" for c in err.causes):
+                raise NotFound(404, "NotFound", f"Job {job.metadata.name} {job.metadata.uid} was replaced") from err
+            raise
+        return _job_decoder.decode(raw)
 
 
 async def _reap(proc: anyio.abc.Process) -> None:

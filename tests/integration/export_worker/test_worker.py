@@ -118,8 +118,12 @@ async def test_every_source_ships_over_http_and_each_receipt_verifies(
         else:  # receipts: the two of job-a-receipt; the notes skipped; pr-2's and the export receipts not read
             assert sorted(r["kind"] for r in event["payload"]["receipts"]) == ["db-migration", "test-suite"]
             assert evidence["skipped_receipts"] == 1
-    assert ("Normal", "ExportShipped", "export receipt pr-1-export-0-receipt: Shipped") in await events_for(
-        kc, namespace)
+    events = await events_for(kc, namespace)
+    assert ("Normal", "ExportShipped", "export receipt pr-1-export-0-receipt: Shipped") in events
+    skipped = [e for e in events if e[1] == "ReceiptsSkipped"]
+    assert skipped == [("Warning", "ReceiptsSkipped", "export receipt pr-1-export-4-receipt: 1 value(s) annotated "
+                        f"tatara.pleme.io/process={namespace}/pr-1 did not parse as a receipt and were skipped "
+                        "(evidence.skipped_receipts): job-a-receipt/notes.txt")]
 
 
 async def test_nats_publishes_to_the_expanded_subject_and_stdout_prints(

@@ -34,6 +34,8 @@ def test_values_that_parse_are_collected_in_configmap_then_key_order_and_the_res
     ], REF)
     assert [e.kind for e in collected.envelopes] == ["db-migration", "test-suite", "nix-build"]
     assert collected.skipped == 2
+    assert collected.unparsable == ("a/notes", "b/receipt.json")
+    assert collected.artifact().unparsable == ("a/notes", "b/receipt.json")
 
 
 def test_configmaps_of_other_processes_unannotated_ones_and_export_receipts_are_left_out() -> None:
@@ -57,3 +59,4 @@ def test_the_artifact_is_a_json_array_of_envelopes() -> None:
     artifact = collect_receipts([cm("c", {"receipt.json": receipt("nix-build")})], REF).artifact()
     assert json.loads(artifact.data) == [json.loads(receipt("nix-build"))]
     assert artifact.skipped_receipts == 0
+

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reconciler.boundary import Outcome, cel_problems, check
-from reconciler.cel import CelError, CelResult, check_bounds, compile_problem, evaluate_expression
+from reconciler.cel import CelError, CelResult, check_bounds, compile_problem, evaluate_expression, is_error
 from reconciler.children import ChildRef, ChildState
 from reconciler.decision import Observed
 from shared.domain.api.boundary import Condition
@@ -172,3 +172,26 @@ def test_an_expression_sees_the_child_processes_and_the_children(expression: str
     )
     condition = convert({"kind": "Cel", "params": {"expression": expression}}, Condition)
     assert check(condition, observed.process, observed).outcome is outcome
+
+
+@pytest.mark.parametrize(
+    ("results", "verdict"),
+    [
+        pytest.param({"x == 1": CelResult(True)}, (Outcome.SATISFIED, ""), id="a true result is satisfied"),
+        pytest.param({"x == 1": CelResult(False)}, (Outcome.UNSATISFIED, "CEL expression 'x == 1' is false"),
+                     id="a false result is unsatisfied"),
+        pytest.param({"x == 1": CelResult(None, "CEL expression exceeded its cost: …")},
+                     (Outcome.UNKNOWN, "CEL expression exceeded its cost: …"), id="a cost overrun is unknown"),
+        pytest.param({}, (Outcome.UNKNOWN, "CEL expression 'x == 1' is not evaluated yet"),
+                     id="a missing result is unknown for this pass, not an evaluation error"),
+    ],
+)
+def test_a_decision_reads_the_results_evaluated_beforehand(
+        results: dict[str, CelResult], verdict: tuple[Outcome, str]) -> None:
+    # `x` is no variable: evaluated here it would be an error, so the verdict must come from `results`
+    observed = Observed(process=_child("me", "Running"), now=NOW, cel=results)
+    condition = convert({"kind": "Cel", "params": {"expression": "x == 1"}}, Condition)
+    found = check(condition, observed.process, observed)
+    assert (found.outcome, found.message) == verdict
+    # only the cost overrun is an evaluation error (a CelEvaluationFailed Warning); a missing result is not
+    assert is_error(found.message) is found.message.startswith("CEL expression exceeded")

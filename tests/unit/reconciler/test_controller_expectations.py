@@ -27,7 +27,7 @@ from tests.unit.reconciler.test_controller import FakeClient, FakeExecutor
 pytestmark = pytest.mark.anyio
 
 FIN = "tatara.pleme.io/process-finalizer"
-MARKER = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
+MARKER: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
 
 
 def proc(name: str, phase: str, *, created: str = "2025-06-01T11:00:00Z", spec: dict[str, Any] | None = None,
@@ -57,16 +57,20 @@ def setup(*cached: Process) -> tuple[ProcessReconciler, FakeExecutor]:
     return reconciler, executor
 
 
+def releasing_after_its_jobs_started() -> Process:
+    """``pr`` in Releasing with one export, its Job applied by an earlier pass (reason ExportsRunning)."""
+    started = [{"type": "Ready", "status": "False", "reason": "ExportsRunning", "message": "m",
+                "lastTransitionTime": "2025-06-01T11:59:00Z"}]
+    return proc("pr", "Releasing", spec={"lifetime": {"ephemeral": {"exports": [MARKER]}}},
+                message="m", conditions=started)
+
+
 def last(executor: FakeExecutor) -> Decision:
     return executor.done[-1][1]
 
 
 async def test_a_job_just_applied_counts_as_running_until_the_job_cache_has_it() -> None:
-    started = [{"type": "Ready", "status": "False", "reason": "ExportsRunning", "message": "m",
-                "lastTransitionTime": "2025-06-01T11:59:00Z"}]
-    releasing = proc("pr", "Releasing", spec={"lifetime": {"ephemeral": {"exports": [MARKER]}}},
-                     message="m", conditions=started)
-    reconciler, executor = setup(releasing)
+    reconciler, executor = setup(releasing_after_its_jobs_started())
     await reconciler.reconcile(Request("ns", "pr"))
     first = last(executor)
     assert [j.metadata.name for j in first.apply if isinstance(j, Job)] == ["pr-export-0"]
@@ -77,6 +81,27 @@ async def test_a_job_just_applied_counts_as_running_until_the_job_cache_has_it()
     assert second.apply == ()
     assert [e.reason for e in second.events] == []
     assert as_json(second.status)["message"] == "releasing — waiting for 1 export Job(s) (succeeded=0, failed=0)"
+
+
+async def test_a_job_deleted_before_a_pass_saw_it_cached_is_applied_again_at_once() -> None:
+    """The Job cache shows the applied Job and then its deletion, with no pass in between (a watch wakes
+    one pass for both): the next pass must not take the deleted Job for a running one."""
+    reconciler, executor = setup(releasing_after_its_jobs_started())
+    await reconciler.reconcile(Request("ns", "pr"))
+    assert [j.metadata.name for j in last(executor).apply if isinstance(j, Job)] == ["pr-export-0"]
+    assert reconciler.jobs is not None
+    job = convert({"metadata": {"name": "pr-export-0", "namespace": "ns", "uid": "j1",
+                                "labels": {"tatara.pleme.io/export-index": "0"},
+                                "ownerReferences": [{"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "Process",
+                                                     "name": "pr", "uid": "u-pr", "controller": True}]}},
+                  ObservedJob)
+    reconciler.jobs._apply(WatchEventType.ADDED, "ns/pr-export-0", job)
+    reconciler.jobs._apply(WatchEventType.DELETED, "ns/pr-export-0", job)
+
+    await reconciler.reconcile(Request("ns", "pr"))
+    again = last(executor)
+    assert [j.metadata.name for j in again.apply if isinstance(j, Job)] == ["pr-export-0"]
+    assert [e.reason for e in again.events] == ["ExportJobLost"]
 
 
 async def test_a_process_just_admitted_holds_its_slot_while_the_cache_still_shows_it_pending() -> None:
