@@ -150,4 +150,7 @@ def to_source(datum: Datum) -> str:
         case SList(items=items):
             return "(" + " ".join(to_source(item) for item in items) + ")"
         case Quoted(kind=kind, datum=inner):
-            return QUOTE_PREFIX[kind] + to_source(inner)
+            text = to_source(inner)
+            if kind == "unquote" and text.startswith("@"):
+                return ", " + text  # ",@" would read back as unquote-splice
+            return QUOTE_PREFIX[kind] + text

@@ -291,3 +291,11 @@ def test_reader_never_fails_with_anything_but_a_lisp_error(src: str) -> None:
         position = err.position
     assert position is not None
     assert 0 <= position <= len(src.encode("utf-8"))
+
+
+def test_an_unquoted_symbol_starting_with_at_prints_so_it_reads_back_as_unquote() -> None:
+    """``,@x`` is unquote-splice: the unquote of the symbol ``@x`` needs a space (found by the property test)."""
+    datum = Quoted("unquote", Symbol("@"))
+    assert to_source(datum) == ", @"
+    assert read(to_source(datum)) == [datum]
+    assert read(",@x") == [Quoted("unquote-splice", Symbol("x"))]
