@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -59,6 +60,7 @@ NAMESPACE = "bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MINIMUM_REQUESTS = 9
 _SAMPLE = re.compile(r'^rest_client_requests_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
+_RECONCILES = re.compile(r'^controller_runtime_reconcile_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
 
 
 class _Obj(msgspec.Struct):
@@ -71,15 +73,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def _labels(text: str) -> dict[str, str]:
+    return {k: v.strip('"') for k, v in (kv.split("=", 1) for kv in text.split(","))}
+
+
 async def scrape_requests(port: int) -> dict[str, float]:
-    """``rest_client_requests_total`` summed by method."""
+    """``rest_client_requests_total`` summed by ``"<method> <code>"``, and the Process controller's
+    ``controller_runtime_reconcile_total`` by ``"reconcile <result>"``."""
     async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as resp:
         text = await resp.text()
-    by_method: dict[str, float] = {}
+    counts: dict[str, float] = {}
     for labels, value in _SAMPLE.findall(text):
-        method = dict(kv.split("=", 1) for kv in labels.split(",")).get("method", '""').strip('"')
-        by_method[method] = by_method.get(method, 0.0) + float(value)
-    return by_method
+        found = _labels(labels)
+        key = f"{found.get('method', '')} {found.get('code', '')}"
+        counts[key] = counts.get(key, 0.0) + float(value)
+    for labels, value in _RECONCILES.findall(text):
+        found = _labels(labels)
+        if found.get("controller") == "process":
+            counts[f"reconcile {found.get('result', '')}"] = float(value)
+    return counts
 
 
 def _ready(status: dict[str, Any]) -> bool:
@@ -98,6 +110,25 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+PROFILE: Path | None = None
+"""``--profile FILE``: py-spy attached to the reconciler for the measured window, raw collapsed stacks to FILE."""
+
+
+def start_profiler(pid: int) -> subprocess.Popen[bytes] | None:
+    """py-spy recording ``pid`` into :data:`PROFILE` (None without ``--profile``); stop it with SIGINT."""
+    if PROFILE is None:
+        return None
+    py_spy = str(Path(sys.executable).with_name("py-spy"))
+    return subprocess.Popen([py_spy, "record", "--format", "raw", "--rate", "200", "-o", str(PROFILE),
+                             "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_profiler(profiler: subprocess.Popen[bytes] | None) -> None:
+    if profiler is not None:
+        profiler.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+        profiler.wait(timeout=60)
 
 
 def start_reconciler(control_plane: LocalControlPlane, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -156,6 +187,7 @@ async def bench(control_plane: LocalControlPlane, n: int) -> dict[str, Any]:
             # let the reconciler finish its startup list/watch so its requests are not charged to Processes
             await anyio.sleep(2.0)
             before = await scrape_requests(port)
+            profiler = start_profiler(proc.pid)
             cpu0 = cpu_seconds(proc.pid)
             start = time.monotonic()
             limiter = anyio.CapacityLimiter(16)
@@ -171,6 +203,7 @@ async def bench(control_plane: LocalControlPlane, n: int) -> dict[str, Any]:
             await all_done.wait()
             wall = time.monotonic() - start
             cpu = cpu_seconds(proc.pid) - cpu0
+            stop_profiler(profiler)
             await anyio.sleep(3.0)  # one batched ProcessTable write interval, so table writes are counted
             after = await scrape_requests(port)
             cpu_settled = cpu_seconds(proc.pid) - cpu0
@@ -200,14 +233,18 @@ async def bench(control_plane: LocalControlPlane, n: int) -> dict[str, Any]:
 
 def report(r: dict[str, Any]) -> None:
     n = r["n"]
-    total = sum(r["requests"].values())
+    requests = {k: v for k, v in r["requests"].items() if not k.startswith("reconcile ")}
+    reconciles = {k: v for k, v in r["requests"].items() if k.startswith("reconcile ")}
+    total = sum(requests.values())
     rows = [
         ("Processes", f"{n}"),
         ("creates sent (s)", f"{r['created']:.1f}"),
         ("wall time to all Attested (s)", f"{r['wall']:.1f}"),
         ("Processes Attested per second", f"{n / r['wall']:.1f}"),
         ("API requests per Process", f"{total / n:.2f}  (design minimum {MINIMUM_REQUESTS})"),
-        *((f"  {m}", f"{v / n:.2f}") for m, v in r["requests"].items() if v),
+        *((f"  {m}", f"{v / n:.2f}") for m, v in requests.items() if v),
+        ("reconciles per Process", f"{sum(reconciles.values()) / n:.2f}"),
+        *((f"  {m.removeprefix('reconcile ')}", f"{v / n:.2f}") for m, v in reconciles.items() if v),
         ("reconciler CPU per Process (ms)", f"{1000 * r['cpu'] / n:.1f}  (incl. 3 s settle: "
                                             f"{1000 * r['cpu_settled'] / n:.1f})"),
         ("child Ready → next phase write p50 (ms)", f"{1000 * statistics.median(r['next_write'] or [0]):.0f}"),
@@ -220,7 +257,11 @@ def report(r: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--processes", type=int, default=1000)
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="attach py-spy to the reconciler while Processes converge; raw stacks to this file")
     args = parser.parse_args()
+    global PROFILE
+    PROFILE = args.profile
     with LocalControlPlane(controller_manager=False) as control_plane:
         install_crds(control_plane.kubeconfig, all_crds())
         result = asyncio.run(bench(control_plane, args.processes))
