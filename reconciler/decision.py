@@ -102,6 +102,9 @@ class Decision:
     Attributes:
         status: merge patch of ``/status`` (None: no status write).
         transition: the phase change the status patch writes, if any.
+        passed: the phase changes a folded decision made before ``transition``, earliest first: phases
+            the Process passed through within this one pass and that its status write does not show
+            (docs/behaviour.md#folded-phases); each is recorded as a transition too.
         apply: child manifests (and export Jobs) to server-side apply, in order.
         delete: children to delete.
         annotations: merge patch of the Process's own annotations (None strips a key, e.g. the signal).
@@ -119,6 +122,7 @@ class Decision:
 
     status: StatusPatch | None = None
     transition: Transition | None = None
+    passed: tuple[Transition, ...] = ()
     apply: tuple[Manifest | Job, ...] = ()
     delete: tuple[ChildRef, ...] = ()
     annotations: Mapping[str, str | None] | None = None
@@ -130,3 +134,8 @@ class Decision:
     released: bool = False
     delete_self: bool = False
     requeue_after: float | None = None
+
+    @property
+    def transitions(self) -> tuple[Transition, ...]:
+        """Every phase change this decision records, in order: :attr:`passed`, then :attr:`transition`."""
+        return (*self.passed, self.transition) if self.transition is not None else self.passed
