@@ -162,6 +162,7 @@ async def bench(control_plane: LocalControlPlane, n: int) -> dict[str, Any]:
         seen = phases.setdefault(name, [])
         if phase and (not seen or seen[-1][1] != phase):
             seen.append((time.monotonic(), phase))
+
         if phase == "Attested":
             attested.add(name)
             if len(attested) >= n:
@@ -212,6 +213,7 @@ async def bench(control_plane: LocalControlPlane, n: int) -> dict[str, Any]:
         proc.terminate()
         proc.wait(timeout=30)
         await client.close()
+
 
     next_write: list[float] = []
     attest_after_ready: list[float] = []

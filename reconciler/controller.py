@@ -281,13 +281,15 @@ class ProcessReconciler:
         """``(ns, Job name)`` → (owner uid, export index, when applied), until the Job cache has it."""
         if jobs is not None:
             jobs.add_indexer(OWNER_UID, controller_owner_uids)
-            self.controller.owns(jobs, kind="Process", group=GROUP)
+            self.controller.owns(jobs, kind="Process", group=GROUP, urgent=True)
 
     def watch_children(self, informer: Informer[ChildObject]) -> None:
         """Treat ``informer``'s objects as children: in the snapshot by owner UID, and a change of one
         requeues its Process (its controller ownerReference). Call before the controller runs."""
         informer.add_indexer(OWNER_UID, controller_owner_uids)
-        self.controller.owns(informer, kind="Process", group=GROUP)
+        # urgent: a child's Ready must reach its owner's next phase write without queueing behind new
+        # Processes (docs/runtime.md#work-queue)
+        self.controller.owns(informer, kind="Process", group=GROUP, urgent=True)
         self.children.append(informer)
 
     def watch_claims(self, tables: Informer[ProcessTable], fleet_cluster: str,
@@ -330,8 +332,9 @@ class ProcessReconciler:
             self._own_writes.forget(key)
             return Result.done()  # deleted; the finalizer kept it until Reaped, so nothing is left to do
         if self._own_writes.lagging(key, process.metadata.resource_version):
-            # the cache does not show our last status write yet: deciding now would redo it
-            return Result.after(LAG_REQUEUE_SECONDS)
+            # the cache does not show our last status write yet: deciding now would redo it. Urgent: this
+            # pass was usually woken by a child, and must not then wait behind new Processes
+            return Result(requeue_after=LAG_REQUEUE_SECONDS, urgent=True)
         return await finalize(self.client, PROCESSES, fin.PROCESS, process, self._converge, needed=holds_finalizer,
                               decode=decode_process)
 
