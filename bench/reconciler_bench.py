@@ -162,7 +162,6 @@ async def bench(control_plane: LocalControlPlane, n: int) -> dict[str, Any]:
         seen = phases.setdefault(name, [])
         if phase and (not seen or seen[-1][1] != phase):
             seen.append((time.monotonic(), phase))
-
         if phase == "Attested":
             attested.add(name)
             if len(attested) >= n:
