@@ -48,7 +48,6 @@ import anyio
 import msgspec
 
 from reconciler.table import JSON_PATCH, TableKeeper, listed_process
-from shared.domain.api.codec import DecodeError, decode_table
 from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTableSpec
 from shared.domain.identity import allocate_pid as format_pid
@@ -56,6 +55,7 @@ from shared.domain.identity import derive_identity, pid_segments
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.errors import Conflict, Invalid, NotFound
+from shared.kube.meta import ObjectMeta
 from shared.kube.pager import list_all
 from shared.kube.ratelimit import Backoff
 
@@ -308,16 +308,27 @@ class SequenceAllocator:
             return format_pid(name, parent, seq)
 
 
+class _TableHead(msgspec.Struct):
+    """What a bump's answer is read for: the table's metadata and spec (its status, up to hundreds of
+    rows, is skipped unread)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ProcessTableSpec = msgspec.field(default_factory=ProcessTableSpec)
+
+
+_TABLE_HEAD = msgspec.json.Decoder(_TableHead)
+
+
 def _after_bump(stored: bytes, table: ProcessTable, seq: int) -> ProcessTable | None:
-    """The table as the bump's answer shows it; None (read it again next time) when the answer is not
-    ``table`` (same uid) at ``seq + 1``."""
+    """The table as the bump's answer shows it (metadata and spec; no status: only the bump reads it);
+    None (read it again next time) when the answer is not ``table`` (same uid) at ``seq + 1``."""
     try:
-        after = decode_table(stored)
-    except DecodeError:
+        head = _TABLE_HEAD.decode(stored)
+    except (msgspec.DecodeError, RecursionError):
         return None
-    if after.metadata.uid != table.metadata.uid or after.spec.next_sequence != seq + 1:
+    if head.metadata.uid != table.metadata.uid or head.spec.next_sequence != seq + 1:
         return None
-    return after
+    return ProcessTable(metadata=head.metadata, spec=head.spec)
 
 
 async def allocate_pid(
