@@ -26,7 +26,7 @@ One reconcile of one Process reads top to bottom here (:meth:`ProcessReconciler.
    stays unused (a gap, never a duplicate: docs/divergences.md#pid-allocation).
 
 Two expectations bridge the lag between our own writes and the caches (as Kubernetes' ReplicaSet
-controller does): an export Job just applied counts as running until the Job cache has it, and a
+controller does): an export Job just applied counts as running until the Job cache has shown it, and a
 Process just admitted out of Pending counts as holding its ``maxConcurrent`` slot until the Process
 cache shows it past Pending. Pending decisions of capped Processes run one at a time, so two of them
 never take the last slot together (docs/behaviour.md#maxconcurrent).
@@ -281,7 +281,14 @@ class ProcessReconciler:
         """``(ns, Job name)`` → (owner uid, export index, when applied), until the Job cache has it."""
         if jobs is not None:
             jobs.add_indexer(OWNER_UID, controller_owner_uids)
+            # before the owner is queued: a Job seen once ends its expectation, even if it is deleted
+            # before any pass reads the cache (it is then lost, not still on its way)
+            jobs.add_handler(self._job_seen)
             self.controller.owns(jobs, kind="Process", group=GROUP, urgent=True)
+
+    def _job_seen(self, _event: WatchEventType, _old: ObservedJob | None, job: ObservedJob) -> None:
+        """The Job cache has shown ``job``: it is no longer expected (an informer handler)."""
+        self._expected_jobs.pop((job.metadata.namespace or "default", job.metadata.name or ""), None)
 
     def watch_children(self, informer: Informer[ChildObject]) -> None:
         """Treat ``informer``'s objects as children: in the snapshot by owner UID, and a change of one

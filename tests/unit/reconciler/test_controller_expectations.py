@@ -27,7 +27,7 @@ from tests.unit.reconciler.test_controller import FakeClient, FakeExecutor
 pytestmark = pytest.mark.anyio
 
 FIN = "tatara.pleme.io/process-finalizer"
-MARKER = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
+MARKER: dict[str, Any] = {"source": {"runMarker": {}}, "channel": {"stdout": {}}}
 
 
 def proc(name: str, phase: str, *, created: str = "2025-06-01T11:00:00Z", spec: dict[str, Any] | None = None,
@@ -44,6 +44,12 @@ def proc(name: str, phase: str, *, created: str = "2025-06-01T11:00:00Z", spec: 
 
 
 def setup(*cached: Process, pids: bool = False) -> tuple[ProcessReconciler, FakeExecutor]:
+    reconciler, executor, _ = setup_with_jobs(*cached, pids=pids)
+    return reconciler, executor
+
+
+def setup_with_jobs(*cached: Process, pids: bool = False) -> tuple[ProcessReconciler, FakeExecutor,
+                                                                    Informer[ObservedJob]]:
     client = cast(KubeClient, FakeClient())
     processes: Informer[Process] = Informer(client, PROCESSES, Process)
     jobs: Informer[ObservedJob] = Informer(client, JOBS, ObservedJob)
@@ -58,7 +64,7 @@ def setup(*cached: Process, pids: bool = False) -> tuple[ProcessReconciler, Fake
     reconciler = ProcessReconciler(client, processes, cast(Executor, executor), allocate, jobs=jobs)
     for p in cached:
         processes._apply(WatchEventType.ADDED, f"ns/{p.metadata.name}", p)
-    return reconciler, executor
+    return reconciler, executor, jobs
 
 
 def last(executor: FakeExecutor) -> Decision:
@@ -81,6 +87,24 @@ async def test_a_job_just_applied_counts_as_running_until_the_job_cache_has_it()
     assert second.apply == ()
     assert [e.reason for e in second.events] == []
     assert as_json(second.status)["message"] == "releasing — waiting for 1 export Job(s) (succeeded=0, failed=0)"
+
+
+async def test_a_job_seen_and_deleted_before_any_pass_read_the_cache_is_lost_not_expected() -> None:
+    started = [{"type": "Ready", "status": "False", "reason": "ExportsRunning", "message": "m",
+                "lastTransitionTime": "2025-06-01T11:59:00Z"}]
+    releasing = proc("pr", "Releasing", spec={"lifetime": {"ephemeral": {"exports": [MARKER]}}},
+                     message="m", conditions=started)
+    reconciler, executor, jobs = setup_with_jobs(releasing)
+    await reconciler.reconcile(Request("ns", "pr"))
+    (applied,) = [j for j in last(executor).apply if isinstance(j, Job)]
+    seen = ObservedJob(metadata=applied.metadata)
+    jobs._apply(WatchEventType.ADDED, "ns/pr-export-0", seen)  # the watch shows it ...
+    jobs._apply(WatchEventType.DELETED, "ns/pr-export-0", seen)  # ... and its deletion, before any pass
+
+    await reconciler.reconcile(Request("ns", "pr"))
+    again = last(executor)
+    assert [j.metadata.name for j in again.apply if isinstance(j, Job)] == ["pr-export-0"]
+    assert [e.reason for e in again.events] == ["ExportJobLost"]
 
 
 async def test_a_process_just_admitted_holds_its_slot_while_the_cache_still_shows_it_pending() -> None:
