@@ -9,7 +9,10 @@ Kustomization Ready at once. Measured:
 - **wall time**: first create sent → every Process ``Attested`` (seen by a watch here);
 - **API requests per Process**: the reconciler's ``rest_client_requests_total`` (scraped from its
   ``/metrics``) after all are Attested, minus the figure before the first create (startup:
-  discovery, list+watch, ProcessTable), divided by N; broken down by verb;
+  discovery, list+watch, ProcessTable), divided by N; broken down by verb and status code (a 409 or
+  422 is a write lost to a race);
+- **reconciles per Process**: the Process controller's ``controller_runtime_reconcile_total`` over the
+  same window, by result;
 - **CPU per Process**: reconciler user+system CPU over the same window, divided by N;
 - **Ready → next phase write**: for each Process, from the watch event here where its
   Kustomization first shows ``Ready=True`` (the stand-in's write) to the first watch event
@@ -19,11 +22,13 @@ Kustomization Ready at once. Measured:
 **Minimum requests per Process the design allows** (phases Pending → Forking → Execing → Running →
 Attested, docs/behaviour.md#phases): one finalizer patch, one ProcessTable ``nextSequence`` bump (PID), one
 server-side apply of the Kustomization, two status writes (Running with the PID and fluxResources
-after the apply; Attested after Ready — the earlier phases could be folded into them), and one
-Event per recorded transition (4). That is 5 writes + 4 Events = **9**; the ProcessTable status
+after the apply; Attested after Ready — the earlier phases are folded into them,
+docs/behaviour.md#folded-phases), and one Event per recorded transition (4). That is 5 writes + 4 Events = **9**; the ProcessTable status
 writer is batched (≈0 per Process at scale). Reads come from caches (0).
 
-Usage: ``.venv/bin/python -m bench.reconciler_bench [--processes 1000]``. Prints a table.
+Usage: ``.venv/bin/python -m bench.reconciler_bench [--processes 1000] [--profile FILE]``. Prints a table,
+each figure with its design minimum or goal; ``--profile`` attaches py-spy to the reconciler while the
+Processes converge and writes raw collapsed stacks to FILE.
 """
 
 from __future__ import annotations
