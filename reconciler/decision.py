@@ -111,7 +111,8 @@ class Decision:
         suspended: set ``spec.suspended`` (SIGSTOP/SIGCONT, ``startSuspended``) in the same merge patch
             as ``annotations``, so the signal is stripped by the write that applies it.
         allocate_pid: this decision needs a PID from the ProcessTable before its status is written
-            (then it is made on the live object; see :mod:`reconciler.controller`).
+            (its status write is then guarded by the resourceVersion it was decided on; see
+            :mod:`reconciler.controller`).
         signal_children: signals to send to child Processes.
         signal: the signal this pass consumed, for ``tatara_signals_total``.
         events: Events to record, in order.

@@ -7,8 +7,8 @@ skipping it):
 2. deletes of ``delete`` (an object already gone is fine);
 3. signals to child Processes (their signal annotation);
 4. the Process's own merge patch: ``annotations`` and ``spec.suspended`` in one write;
-5. the ``/status`` merge patch, guarded by ``guard`` (a resourceVersion) when the decision was made
-   on the live object (a 409 then propagates as :class:`~shared.kube.errors.Conflict`);
+5. the ``/status`` merge patch, guarded by ``guard`` (a resourceVersion) when the decision carries a new
+   PID (a 409 then propagates as :class:`~shared.kube.errors.Conflict`);
 6. metrics: the signal taken, each phase transition (a folded decision records the phases it passed
    through too) and the time spent in the phase left;
 7. ``events``, in order;
