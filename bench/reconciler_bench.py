@@ -23,8 +23,8 @@ Kustomization Ready at once. Measured:
 Attested, docs/behaviour.md#phases): one finalizer patch, one ProcessTable ``nextSequence`` bump (PID), one
 server-side apply of the Kustomization, two status writes (Running with the PID and fluxResources
 after the apply; Attested after Ready — the earlier phases are folded into them,
-docs/behaviour.md#folded-phases), and one Event per recorded transition (4). That is 5 writes + 4 Events = **9**; the ProcessTable status
-writer is batched (≈0 per Process at scale). Reads come from caches (0).
+docs/behaviour.md#folded-phases), and one Event per recorded transition (4). That is 5 writes + 4 Events
+= **9**; the ProcessTable status writer is batched (≈0 per Process at scale). Reads come from caches (0).
 
 Usage: ``.venv/bin/python -m bench.reconciler_bench [--processes 1000] [--profile FILE]``. Prints a table,
 each figure with its design minimum or goal; ``--profile`` attaches py-spy to the reconciler while the
