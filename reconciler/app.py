@@ -24,7 +24,7 @@ from reconciler.executor import Executor
 from reconciler.exports import ExportJobConfig, export_job
 from reconciler.metrics import ProcessMetrics
 from reconciler.phases import Deps, decide
-from reconciler.pid import allocate_pid
+from reconciler.pid import SequenceAllocator
 from reconciler.prefetch import Prefetcher
 from reconciler.render import RENDERED_KINDS, Manifest, RoutingConfig, render_children
 from reconciler.routing import ROUTING_KINDS
@@ -122,7 +122,8 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     # Only our export Jobs are cached (docs/behaviour.md#releasing): a change of one requeues its Process.
     jobs = manager.informer(JOBS, ObservedJob, namespace=namespace,
                             label_selector=f"{labels.ROLE}={labels.ROLE_EXPORT}")
-    reconciler = ProcessReconciler(client, processes, executor, functools.partial(allocate_pid, client, keeper=keeper),
+    # one allocator per replica (so per leader): our own bumps never race each other (docs/behaviour.md#pid-allocation)
+    reconciler = ProcessReconciler(client, processes, executor, SequenceAllocator(client, keeper),
                                    heartbeat_seconds=config.heartbeat_seconds,
                                    decide=functools.partial(decide, deps=Deps(render=render,
                                                                               export_job=render_export_job,

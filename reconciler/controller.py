@@ -11,17 +11,22 @@ One reconcile of one Process reads top to bottom here (:meth:`ProcessReconciler.
    dependencies, the Processes by ``<ns>/<name>`` and by PID (for the dependency checks of
    docs/behaviour.md#dependencies), the ``maxConcurrent`` siblings of a Pending Process, and the boundary
    inputs and receipts the caches lack (:class:`~reconciler.prefetch.Prefetcher`);
-4. the pure decision (:func:`reconciler.phases.decide`); one that allocates a PID is made on the
-   live object (:func:`shared.kube.live.decide_on_live`), since the cache may lag our own last
-   write and a PID must never be allocated twice;
+4. the pure decision (:func:`reconciler.phases.decide`), on the cached Process (or the one the
+   finalizer patch just answered): the cache never lags our own last status write here, since a
+   pass waits until it shows it (docs/runtime.md#own-writes);
 5. the PID, when asked for: allocated from the ProcessTable, then written by the decision
    (:func:`~reconciler.phases.pid_granted`), or the refusal decided instead
    (:func:`~reconciler.phases.pid_refused`);
-6. the :class:`~reconciler.executor.Executor` performs the writes; the status write of a live
-   decision is guarded by that object's resourceVersion, and a 409 means "decide again soon".
+6. while the decision only passes through Forking or Execing, the next phase is decided at once on
+   the Process as that decision leaves it, and the decisions folded into one
+   (:mod:`reconciler.fold`, docs/behaviour.md#folded-phases);
+7. the :class:`~reconciler.executor.Executor` performs the writes; the status write of a decision
+   that holds a new PID is guarded by the resourceVersion it was decided on, so a PID is never
+   written over another one: a 409 means "decide again soon", and the sequence number won for it
+   stays unused (a gap, never a duplicate: docs/divergences.md#pid-allocation).
 
 Two expectations bridge the lag between our own writes and the caches (as Kubernetes' ReplicaSet
-controller does): an export Job just applied counts as running until the Job cache has it, and a
+controller does): an export Job just applied counts as running until the Job cache has shown it, and a
 Process just admitted out of Pending counts as holding its ``maxConcurrent`` slot until the Process
 cache shows it past Pending. Pending decisions of capped Processes run one at a time, so two of them
 never take the last slot together (docs/behaviour.md#maxconcurrent).
@@ -48,6 +53,7 @@ from reconciler.decision import Decision, Observed
 from reconciler.dependencies import depends_on_refs
 from reconciler.executor import Executor
 from reconciler.exports import export_index
+from reconciler.fold import MAX_STEPS, chained, continues, passed
 from reconciler.phases import TICK, decide, holds_finalizer, pid_granted, pid_refused
 from reconciler.pid import PidRefused
 from reconciler.prefetch import Prefetcher, conditions_for_phase
@@ -65,7 +71,6 @@ from shared.kube.errors import Conflict
 from shared.kube.expectations import LAG_REQUEUE_SECONDS, WriteExpectations
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
 from shared.kube.informer import Informer, WatchEventType
-from shared.kube.live import Basis, decide_on_live
 from shared.kube.logcontext import log_context
 from shared.kube.meta import ObjectMeta
 
@@ -182,11 +187,6 @@ def _ref(process: Process) -> str:
     return f"{process.metadata.namespace or 'default'}/{process.metadata.name}"
 
 
-def needs_live(decision: Decision) -> bool:
-    """A decision that allocates a PID must be made on the live object."""
-    return decision.allocate_pid
-
-
 class _CacheView(Mapping[str, Process]):
     """Read-only ``"<ns>/<name>" → Process`` over the informer cache."""
 
@@ -230,7 +230,7 @@ class ProcessReconciler:
     """The Process controller on ``processes``; :meth:`watch_children` adds the owned child kinds.
 
     Args:
-        client: the shared API client (finalizer writes, the live read).
+        client: the shared API client (finalizer writes).
         processes: informer of Processes.
         executor: performs decisions.
         allocate_pid: allocates a PID for a Process.
@@ -286,14 +286,18 @@ class ProcessReconciler:
         """``(ns, Job name)`` → (owner uid, export index, when applied), until the Job cache has it."""
         if jobs is not None:
             jobs.add_indexer(OWNER_UID, controller_owner_uids)
+            # before the owner is queued: a Job seen once ends its expectation, even if it is deleted
+            # before any pass reads the cache (it is then lost, not still on its way)
             jobs.add_handler(self._job_seen)
-            self.controller.owns(jobs, kind="Process", group=GROUP)
+            self.controller.owns(jobs, kind="Process", group=GROUP, urgent=True)
 
     def watch_children(self, informer: Informer[ChildObject]) -> None:
         """Treat ``informer``'s objects as children: in the snapshot by owner UID, and a change of one
         requeues its Process (its controller ownerReference). Call before the controller runs."""
         informer.add_indexer(OWNER_UID, controller_owner_uids)
-        self.controller.owns(informer, kind="Process", group=GROUP)
+        # urgent: a child's Ready must reach its owner's next phase write without queueing behind new
+        # Processes (docs/runtime.md#work-queue)
+        self.controller.owns(informer, kind="Process", group=GROUP, urgent=True)
         self.children.append(informer)
 
     def watch_claims(self, tables: Informer[ProcessTable], fleet_cluster: str,
@@ -336,12 +340,14 @@ class ProcessReconciler:
             self._own_writes.forget(key)
             return Result.done()  # deleted; the finalizer kept it until Reaped, so nothing is left to do
         if self._own_writes.lagging(key, process.metadata.resource_version):
-            # the cache does not show our last status write yet: deciding now would redo it
-            return Result.after(LAG_REQUEUE_SECONDS)
-        return await finalize(self.client, PROCESSES, fin.PROCESS, process, self._converge, needed=holds_finalizer)
+            # the cache does not show our last status write yet: deciding now would redo it. Urgent: this
+            # pass was usually woken by a child, and must not then wait behind new Processes
+            return Result(requeue_after=LAG_REQUEUE_SECONDS, urgent=True)
+        return await finalize(self.client, PROCESSES, fin.PROCESS, process, self._converge, needed=holds_finalizer,
+                              decode=decode_process)
 
     async def _converge(self, step: Apply[Process] | Cleanup[Process]) -> Outcome:
-        """Steps 3–6 of the module docstring for the cached Process ``step.obj`` (live or deleting alike:
+        """Steps 3–7 of the module docstring for the cached Process ``step.obj`` (live or deleting alike:
         the phase machine handles deletion itself); one at a time for capped Pending Processes."""
         if step.obj.phase is ProcessPhase.PENDING and concurrency_key(step.obj) is not None:
             async with self._gate:
@@ -349,23 +355,37 @@ class ProcessReconciler:
         return await self._converge_once(step)
 
     async def _converge_once(self, step: Apply[Process] | Cleanup[Process]) -> Outcome:
-        observed = await self.observe(step.obj)
-        with log_context(phase=step.obj.phase.value):
-            basis = await decide_on_live(self.client, PROCESSES, step.obj,
-                                         lambda p: self.decide(dataclasses.replace(observed, process=p)),
-                                         needs_live=needs_live, decode=decode_process)
-            if basis is None:
-                return Outcome(Result.done())  # gone since the cache saw it
-            decision = await self._with_pid(dataclasses.replace(observed, process=basis.obj), basis.decision)
+        process = step.obj
+        observed = await self.observe(process)
+        with log_context(phase=process.phase.value):
+            decision, allocated = await self._decided(observed)
+            guard = process.metadata.resource_version if allocated else None
             try:
-                written = await self.executor.execute(basis.obj, decision, guard=_guard(basis))
+                written = await self.executor.execute(process, decision, guard=guard)
             except Conflict:
-                log.debug("the Process changed since the live read; deciding again in %.0f s", CONFLICT_REQUEUE)
+                log.debug("the Process changed since the cache showed it; deciding again in %.0f s", CONFLICT_REQUEUE)
                 return Outcome(Result.after(CONFLICT_REQUEUE))
-            self._expect(basis.obj, decision)
+            self._expect(process, decision)
             if not decision.delete_self:
-                self._own_writes.wrote(_ref(basis.obj), written)
+                self._own_writes.wrote(_ref(process), written)
             return Outcome(Result(requeue_after=decision.requeue_after), released=decision.released)
+
+    async def _decided(self, observed: Observed) -> tuple[Decision, bool]:
+        """The decision for ``observed``, folded through the phases it only passes through (module
+        docstring, step 6), and whether it asked for a PID (its write is then guarded)."""
+        decision = self.decide(observed)
+        allocated = decision.allocate_pid
+        decision = step = await self._with_pid(observed, decision)
+        for _ in range(MAX_STEPS - 1):
+            if not continues(step):
+                break
+            assert step.status is not None
+            observed = dataclasses.replace(observed, process=passed(observed.process, step.status))
+            step = self.decide(observed)
+            allocated = allocated or step.allocate_pid
+            step = await self._with_pid(observed, step)
+            decision = chained(decision, step)
+        return decision, allocated
 
     def _expect(self, process: Process, decision: Decision) -> None:
         """Remember what ``decision`` wrote that the caches will show only later."""
@@ -376,9 +396,8 @@ class ProcessReconciler:
                 if index is not None:
                     key = (manifest.metadata.namespace or "default", manifest.metadata.name or "")
                     self._expected_jobs[key] = (process.metadata.uid or "", index, now)
-        t = decision.transition
-        if (t is not None and (t.source, t.target) == (ProcessPhase.PENDING, ProcessPhase.FORKING)
-                and concurrency_key(process) is not None):
+        admitted = (ProcessPhase.PENDING, ProcessPhase.FORKING)
+        if any((t.source, t.target) == admitted for t in decision.transitions) and concurrency_key(process) is not None:
             self._admitted[_ref(process)] = now
 
     async def _with_pid(self, observed: Observed, decision: Decision) -> Decision:
@@ -466,8 +485,3 @@ class ProcessReconciler:
         return tuple(
             sibling_of(p, ProcessPhase.FORKING if _ref(p) in self._admitted else None)
             for p in self.processes.by_index(CONCURRENCY, key) if _ref(p) != me)
-
-
-def _guard(basis: Basis[Process, Decision]) -> str | None:
-    """The resourceVersion a live decision's status write must still find; None for a cached decision."""
-    return basis.obj.metadata.resource_version if basis.live else None

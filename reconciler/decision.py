@@ -107,13 +107,17 @@ class Decision:
     Attributes:
         status: merge patch of ``/status`` (None: no status write).
         transition: the phase change the status patch writes, if any.
+        passed: the phase changes a folded decision made before ``transition``, earliest first: phases
+            the Process passed through within this one pass and that its status write does not show
+            (docs/behaviour.md#folded-phases); each is recorded as a transition too.
         apply: child manifests (and export Jobs) to server-side apply, in order.
         delete: children to delete.
         annotations: merge patch of the Process's own annotations (None strips a key, e.g. the signal).
         suspended: set ``spec.suspended`` (SIGSTOP/SIGCONT, ``startSuspended``) in the same merge patch
             as ``annotations``, so the signal is stripped by the write that applies it.
         allocate_pid: this decision needs a PID from the ProcessTable before its status is written
-            (then it is made on the live object; see :mod:`reconciler.controller`).
+            (its status write is then guarded by the resourceVersion it was decided on; see
+            :mod:`reconciler.controller`).
         signal_children: signals to send to child Processes.
         signal: the signal this pass consumed, for ``tatara_signals_total``.
         events: Events to record, in order.
@@ -124,6 +128,7 @@ class Decision:
 
     status: StatusPatch | None = None
     transition: Transition | None = None
+    passed: tuple[Transition, ...] = ()
     apply: tuple[Manifest | Job, ...] = ()
     delete: tuple[ChildRef, ...] = ()
     annotations: Mapping[str, str | None] | None = None
@@ -135,3 +140,8 @@ class Decision:
     released: bool = False
     delete_self: bool = False
     requeue_after: float | None = None
+
+    @property
+    def transitions(self) -> tuple[Transition, ...]:
+        """Every phase change this decision records, in order: :attr:`passed`, then :attr:`transition`."""
+        return (*self.passed, self.transition) if self.transition is not None else self.passed

@@ -7,9 +7,10 @@ skipping it):
 2. deletes of ``delete`` (an object already gone is fine);
 3. signals to child Processes (their signal annotation);
 4. the Process's own merge patch: ``annotations`` and ``spec.suspended`` in one write;
-5. the ``/status`` merge patch, guarded by ``guard`` (a resourceVersion) when the decision was made
-   on the live object (a 409 then propagates as :class:`~shared.kube.errors.Conflict`);
-6. metrics: the signal taken, the phase transition and the time spent in the phase left;
+5. the ``/status`` merge patch, guarded by ``guard`` (a resourceVersion) when the decision carries a new
+   PID (a 409 then propagates as :class:`~shared.kube.errors.Conflict`);
+6. metrics: the signal taken, each phase transition (a folded decision records the phases it passed
+   through too) and the time spent in the phase left;
 7. ``events``, in order;
 8. self-delete (``delete_self``).
 
@@ -116,8 +117,7 @@ class Executor:
 
         if decision.signal is not None:
             self.metrics.signals.labels(decision.signal.signal, decision.signal.outcome).inc()
-        if decision.transition is not None:
-            t = decision.transition
+        for t in decision.transitions:
             self.metrics.transition(t.source, t.target, t.seconds_in_source)
         for event in decision.events:
             await self.recorder.emit(PROCESSES, process, event)

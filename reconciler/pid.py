@@ -15,6 +15,16 @@ hand-made table without ``spec.nextSequence``) falls back to the resourceVersion
 The table is read through a :class:`~reconciler.table.TableKeeper`: a missing table is recreated past
 every sequence number held, and the keeper remembers each number won here.
 
+:class:`SequenceAllocator` is the reconciler's one allocator (one per replica, so one per leader): it
+serialises this replica's bumps in-process, so its own workers never race each other, and it
+remembers the table as its own last bump left it (the PATCH answers with the stored object), so a
+bump needs no GET before it. What it remembers can only be stale by someone else's write (another
+replica, a hand edit): the bump also *tests* the table's ``metadata.generation``, which moves with every
+``spec`` change and no other, so a bump by someone else or new ``maxDepth`` / ``maxChildren`` fail the
+test (422), and only then is the table read again (docs/behaviour.md#pid-allocation). The table status
+writer (:mod:`reconciler.table`) writes ``/status`` only (the generation stays), and its claims patch
+tests ``status.claims``: the two never collide.
+
 ``maxDepth`` / ``maxChildren`` are enforced before the bump, so a refused Process consumes no
 sequence number. Both are 0 = unlimited (docs/behaviour.md#pid-limits).
 
@@ -45,6 +55,7 @@ from shared.domain.identity import derive_identity, pid_segments
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.errors import Conflict, Invalid, NotFound
+from shared.kube.meta import ObjectMeta
 from shared.kube.pager import list_all
 from shared.kube.ratelimit import Backoff
 
@@ -56,7 +67,9 @@ __all__ = [
     "MAX_SEQUENCE",
     "PidAllocationError",
     "PidRefused",
+    "SequenceAllocator",
     "allocate_pid",
+    "bump_patch",
     "check_limits",
     "children_of",
     "identity_name",
@@ -159,32 +172,163 @@ async def _count_children(client: KubeClient, parent: str, process: Process) -> 
 
 
 class _Moved(Exception):
-    """The table moved on between the read and the bump (another bump, or another table)."""
+    """The table moved on between the read and the bump (another bump, another table, new limits)."""
 
 
 def bump_patch(table: ProcessTable, seq: int) -> list[dict[str, object]]:
     """The JSON patch that moves ``nextSequence`` from ``seq`` to ``seq + 1`` only on this table (its
-    ``uid``) and only if nobody moved it since it read ``seq``."""
+    ``uid``), only if nobody moved it since it read ``seq``, and only if nobody changed its ``spec`` at
+    all since (its ``metadata.generation``, when known: the limits a Process was checked against are
+    still the stored ones; ``/status`` writes leave the generation alone)."""
+    meta = table.metadata
     ops: list[dict[str, object]] = []
-    if table.metadata.uid:
-        ops.append({"op": "test", "path": "/metadata/uid", "value": table.metadata.uid})
+    if meta.uid:
+        ops.append({"op": "test", "path": "/metadata/uid", "value": meta.uid})
+    if meta.generation is not None:
+        ops.append({"op": "test", "path": "/metadata/generation", "value": meta.generation})
     return [*ops, {"op": "test", "path": "/spec/nextSequence", "value": seq},
             {"op": "replace", "path": "/spec/nextSequence", "value": seq + 1}]
 
 
-async def _bump(client: KubeClient, keeper: TableKeeper, table: ProcessTable, seq: int) -> None:
-    """Win ``seq`` on ``table`` or raise :class:`_Moved` / :class:`Conflict` / :class:`NotFound`."""
+def _guard(table: ProcessTable) -> tuple[str | None, int | None, int]:
+    return table.metadata.uid, table.metadata.generation, table.spec.next_sequence
+
+
+async def _bump(client: KubeClient, keeper: TableKeeper, table: ProcessTable, seq: int) -> bytes:
+    """Win ``seq`` on ``table`` and return the stored table after the bump, or raise
+    :class:`_Moved` / :class:`Conflict` / :class:`NotFound`."""
     try:
-        await client.request("PATCH", PROCESS_TABLES.path(None, keeper.name),
-                             body=msgspec.json.encode(bump_patch(table, seq)), content_type=JSON_PATCH)
-        return
+        return await client.request("PATCH", PROCESS_TABLES.path(None, keeper.name),
+                                    body=msgspec.json.encode(bump_patch(table, seq)), content_type=JSON_PATCH)
     except Invalid:
-        current = await keeper.read()
-        if (current.metadata.uid, current.spec.next_sequence) != (table.metadata.uid, seq):
+        if _guard(await keeper.read()) != _guard(table):
             raise _Moved from None
     # not a lost race: the resourceVersion-guarded merge patch (a table without spec.nextSequence)
     patch = {"metadata": {"resourceVersion": table.metadata.resource_version}, "spec": {"nextSequence": seq + 1}}
-    await client.merge_patch(PROCESS_TABLES, keeper.name, patch)
+    return await client.merge_patch(PROCESS_TABLES, keeper.name, patch)
+
+
+Children = int | Callable[[str], Awaitable[int]] | None
+
+
+class SequenceAllocator:
+    """Allocates PIDs from table ``keeper.name`` for one reconciler replica (see the module docstring).
+
+    Args:
+        client: the API client.
+        keeper: reads (and recreates) the table and remembers the numbers won.
+        children: how many Processes already hold a PID under a parent (``parent -> count``, e.g. from
+            the informer cache); None: LIST Processes when the table sets ``maxChildren``.
+        backoff: waits between lost bumps; ``backoff.steps`` bounds the bumps of one allocation.
+        rng: uniform [0, 1) numbers for the jitter.
+    """
+
+    def __init__(self, client: KubeClient, keeper: TableKeeper, *, children: Children = None,
+                 backoff: Backoff = ALLOCATION_BACKOFF, rng: Callable[[], float] = random.random) -> None:
+        self.client = client
+        self.keeper = keeper
+        self.children = children
+        self.backoff = backoff
+        self.rng = rng
+        self.reads = 0
+        """Table reads (GET, or create when missing) this allocator made."""
+        self.lost = 0
+        """Bumps lost to another writer of ``spec`` (or to a table recreated meanwhile)."""
+        self._lock = anyio.Lock()
+        self._known: ProcessTable | None = None
+
+    async def __call__(self, process: Process) -> str:
+        """:meth:`allocate` (the allocator is the controller's ``allocate_pid``)."""
+        return await self.allocate(process)
+
+    async def allocate(self, process: Process, *, children: Children = None) -> str:
+        """Allocate the PID of ``process`` and return it: ``<spec.identity.parent>.<seq>`` for a child,
+        ``<identity name>.<seq>`` for a root (docs/wire-format.md#pid-format). Returns ``status.pid``
+        unchanged, with no request, when it is already set. One allocation at a time per allocator.
+        Writes nothing to the Process: the caller stores the PID in ``status.pid`` (and ``status.parent``).
+
+        Args:
+            children: overrides the allocator's ``children`` for this Process.
+
+        Raises:
+            PidRefused: ``maxDepth`` / ``maxChildren`` forbid it, or the sequence is exhausted.
+            PidAllocationError: every bump was lost.
+            ApiError: any other API failure (typed, from :mod:`shared.kube.errors`); the table is read
+                again by the next allocation.
+        """
+        if process.status is not None and process.status.pid:
+            return process.status.pid
+        async with self._lock:
+            try:
+                return await self._allocate(process, children if children is not None else self.children)
+            except PidRefused:
+                raise  # nothing was written: what we remember still holds
+            except BaseException:
+                self._known = None  # whatever happened, do not trust what we remember
+                raise
+
+    async def _read(self) -> ProcessTable:
+        if self._known is None:
+            self.reads += 1
+            self._known = await self.keeper.read()
+        return self._known
+
+    async def _allocate(self, process: Process, children: Children) -> str:
+        parent = process.spec.identity.parent or None
+        name = identity_name(process)
+        counted: int | None = children if isinstance(children, int) else None
+        waits = self.backoff.delays(self.rng)
+        attempts = 0
+        while True:
+            attempts += 1
+            table = await self._read()
+            if parent and table.spec.max_children and counted is None:
+                if callable(children):
+                    counted = await children(parent)
+                else:
+                    counted = await _count_children(self.client, parent, process)
+            check_limits(table.spec, parent, name, counted or 0)
+            seq = table.spec.next_sequence
+            if seq >= MAX_SEQUENCE:
+                raise PidRefused(f"ProcessTable {self.keeper.name} nextSequence {seq} is exhausted")
+            try:
+                stored = await _bump(self.client, self.keeper, table, seq)
+            except (_Moved, Conflict, NotFound):
+                self.lost += 1
+                self._known = None
+                log.debug("ProcessTable %s bump %d lost (attempt %d)", self.keeper.name, seq, attempts)
+                wait = next(waits, None)
+                if wait is None:
+                    raise PidAllocationError(
+                        f"ProcessTable {self.keeper.name}: nextSequence bump lost {attempts} times") from None
+                await anyio.sleep(wait)
+                continue
+            self._known = _after_bump(stored, table, seq)
+            self.keeper.handed_out(seq)
+            return format_pid(name, parent, seq)
+
+
+class _TableHead(msgspec.Struct):
+    """What a bump's answer is read for: the table's metadata and spec (its status, up to hundreds of
+    rows, is skipped unread)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ProcessTableSpec = msgspec.field(default_factory=ProcessTableSpec)
+
+
+_TABLE_HEAD = msgspec.json.Decoder(_TableHead)
+
+
+def _after_bump(stored: bytes, table: ProcessTable, seq: int) -> ProcessTable | None:
+    """The table as the bump's answer shows it (metadata and spec; no status: only the bump reads it);
+    None (read it again next time) when the answer is not ``table`` (same uid) at ``seq + 1``."""
+    try:
+        head = _TABLE_HEAD.decode(stored)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if head.metadata.uid != table.metadata.uid or head.spec.next_sequence != seq + 1:
+        return None
+    return ProcessTable(metadata=head.metadata, spec=head.spec)
 
 
 async def allocate_pid(
@@ -192,20 +336,19 @@ async def allocate_pid(
     process: Process,
     *,
     table_name: str = PROCESS_TABLE_NAME,
-    children: int | Callable[[str], Awaitable[int]] | None = None,
+    children: Children = None,
     backoff: Backoff = ALLOCATION_BACKOFF,
     rng: Callable[[], float] = random.random,
     keeper: TableKeeper | None = None,
 ) -> str:
-    """Allocate the PID of ``process`` from table ``table_name`` and return it.
+    """Allocate the PID of ``process`` from table ``table_name`` with a one-off :class:`SequenceAllocator`
+    (so the table is read first: nothing is remembered between calls).
 
     ``<spec.identity.parent>.<seq>`` for a child, ``<identity name>.<seq>`` for a root
     (docs/wire-format.md#pid-format). The table is recreated past every held PID when missing
     (``keeper``). The bump ``nextSequence → seq+1`` is the compare-and-swap JSON patch
     (:func:`bump_patch`); a lost race (or a table gone meanwhile) re-reads and retries after
-    ``backoff``'s next wait. Writes nothing to the Process: the caller stores the
-    PID in ``status.pid`` (and ``status.parent``). Returns ``status.pid`` unchanged, with no
-    request, when it is already set.
+    ``backoff``'s next wait. Returns ``status.pid`` unchanged, with no request, when it is already set.
 
     Args:
         children: how many Processes already hold a PID under the parent, or an async callable
@@ -221,35 +364,6 @@ async def allocate_pid(
         PidAllocationError: every bump conflicted.
         ApiError: any other API failure (typed, from :mod:`shared.kube.errors`).
     """
-    if process.status is not None and process.status.pid:
-        return process.status.pid
-    parent = process.spec.identity.parent or None
-    name = identity_name(process)
-    counted: int | None = children if isinstance(children, int) else None
-    keeper = keeper or TableKeeper(client, table_name)
-    waits = backoff.delays(rng)
-    attempts = 0
-    while True:
-        attempts += 1
-        table = await keeper.read()
-        if parent and table.spec.max_children and counted is None:
-            if callable(children):
-                counted = await children(parent)
-            else:
-                counted = await _count_children(client, parent, process)
-        check_limits(table.spec, parent, name, counted or 0)
-        seq = table.spec.next_sequence
-        if seq >= MAX_SEQUENCE:
-            raise PidRefused(f"ProcessTable {keeper.name} nextSequence {seq} is exhausted")
-        try:
-            await _bump(client, keeper, table, seq)
-        except (_Moved, Conflict, NotFound):
-            log.debug("ProcessTable %s bump %d lost (attempt %d)", keeper.name, seq, attempts)
-            wait = next(waits, None)
-            if wait is None:
-                raise PidAllocationError(
-                    f"ProcessTable {keeper.name}: nextSequence bump lost {attempts} times") from None
-            await anyio.sleep(wait)
-            continue
-        keeper.handed_out(seq)
-        return format_pid(name, parent, seq)
+    allocator = SequenceAllocator(client, keeper or TableKeeper(client, table_name), children=children,
+                                  backoff=backoff, rng=rng)
+    return await allocator.allocate(process)

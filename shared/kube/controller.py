@@ -57,9 +57,12 @@ class Request:
 
 @dataclass(frozen=True)
 class Result:
-    """A reconcile outcome: ``requeue_after`` seconds (None: done until the next event)."""
+    """A reconcile outcome: ``requeue_after`` seconds (None: done until the next event); ``urgent``: the
+    requeue goes ahead of the keys queued without it (:meth:`WorkQueue.add`), for a short retry that
+    continues the work of an urgent wake-up (e.g. waiting for the cache to show our own write)."""
 
     requeue_after: float | None = None
+    urgent: bool = False
 
     @classmethod
     def done(cls) -> Result:
@@ -155,17 +158,22 @@ class Controller(Generic[T]):
     # -- wiring ---------------------------------------------------------------------------
 
     def owns(self, informer: Informer[Any], *, kind: str, group: str,
-             predicates: Iterable[Predicate] = ()) -> None:
-        """Enqueue the controller owner (a ``kind`` in API ``group``) of every changed ``informer`` object."""
+             predicates: Iterable[Predicate] = (), urgent: bool = False) -> None:
+        """Enqueue the controller owner (a ``kind`` in API ``group``) of every changed ``informer`` object
+        (``urgent``: ahead of the primary's own events, see :meth:`watches`)."""
         def mapper(obj: Any) -> list[Request]:
             owner = controller_owner(obj, kind, group)
             return [Request(obj.metadata.namespace or None, owner[1])] if owner else []
 
-        self.watches(informer, mapper, predicates=predicates)
+        self.watches(informer, mapper, predicates=predicates, urgent=urgent)
 
     def watches(self, informer: Informer[Any], mapper: Callable[[Any], Iterable[Request]], *,
-                predicates: Iterable[Predicate] = ()) -> None:
-        """Enqueue ``mapper(obj)`` for every changed ``informer`` object (old and new state on updates)."""
+                predicates: Iterable[Predicate] = (), urgent: bool = False) -> None:
+        """Enqueue ``mapper(obj)`` for every changed ``informer`` object (old and new state on updates).
+
+        ``urgent``: these keys go ahead of every key queued without it (:meth:`WorkQueue.add`), e.g. a
+        child's change that lets its owner finish, so it does not wait behind a burst of new objects.
+        """
         chosen = tuple(predicates)
 
         def on_event(event: WatchEventType, old: Any, new: Any) -> None:
@@ -175,7 +183,7 @@ class Controller(Generic[T]):
             if old is not None:
                 keys.update(mapper(old))
             for key in keys:
-                self.queue.add(key)
+                self.queue.add(key, urgent=urgent)
 
         informer.add_handler(on_event)
         self._informers.append(informer)
@@ -254,6 +262,6 @@ class Controller(Generic[T]):
             self.queue.forget(request)
             if result.requeue_after is not None:
                 m.reconcile_total.labels(name, "requeue_after").inc()
-                self.queue.add_after(request, result.requeue_after)
+                self.queue.add_after(request, result.requeue_after, urgent=result.urgent)
             else:
                 m.reconcile_total.labels(name, "success").inc()

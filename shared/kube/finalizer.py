@@ -120,7 +120,8 @@ async def _guarded_write(
     compose: Callable[[MetaView], dict[str, object] | None],
     current: Any,
     retry: Backoff,
-) -> bool:
+) -> bytes | None:
+    """The guarded write: the patched object's JSON, or None when nothing was sent (or it is gone)."""
     delays = retry.delays()
     obj = current if current is not None and meta_view(current).resource_version else None
     while True:
@@ -128,15 +129,14 @@ async def _guarded_write(
             try:
                 obj = msgspec.json.decode(await client.get(resource, name, namespace))
             except NotFound:
-                return False
+                return None
         patch = compose(meta_view(obj))
         if patch is None:
-            return False
+            return None
         try:
-            await client.merge_patch(resource, name, patch, namespace)
-            return True
+            return await client.merge_patch(resource, name, patch, namespace)
         except NotFound:
-            return False
+            return None
         except Conflict:
             delay = next(delays, None)
             if delay is None:
@@ -170,6 +170,11 @@ async def add_finalizer(
         Conflict: still conflicting after ``retry.steps`` attempts.
         Forbidden, Invalid, ...: other typed errors of GET/PATCH.
     """
+    return await _added(client, resource, namespace, name, finalizer, current, retry) is not None
+
+
+async def _added(client: KubeClient, resource: Resource, namespace: str | None, name: str, finalizer: str,
+                 current: Any, retry: Backoff) -> bytes | None:
     def compose(view: MetaView) -> dict[str, object] | None:
         return add_finalizer_patch(view, finalizer)
 
@@ -201,7 +206,7 @@ async def remove_finalizer(
     def compose(view: MetaView) -> dict[str, object] | None:
         return remove_finalizer_patch(view, finalizer)
 
-    return await _guarded_write(client, resource, namespace, name, compose, current, retry)
+    return await _guarded_write(client, resource, namespace, name, compose, current, retry) is not None
 
 
 # ── Apply / Cleanup ──────────────────────────────────────────────────────────
@@ -238,6 +243,7 @@ async def finalize(
     reconcile: Callable[[Apply[T] | Cleanup[T]], Awaitable[Outcome]],
     *,
     needed: Callable[[T], bool] = lambda _: True,
+    decode: Callable[[bytes], T] | None = None,
 ) -> Result:
     """Run ``reconcile`` for the cached ``obj`` as :class:`Apply` or :class:`Cleanup`, managing ``finalizer``.
 
@@ -249,7 +255,9 @@ async def finalize(
     - deleting, finalizer absent: nothing is ours to clean up; done, ``reconcile`` is not called.
 
     Unlike kube-rs, adding the finalizer does not end the pass: the guarded patch already proves the
-    object is at the resourceVersion the reconcile reads.
+    object is at the resourceVersion the reconcile reads. With ``decode``, Apply then gets the object
+    as the finalizer patch answered (its new resourceVersion included), so a write guarded by it
+    needs no GET first.
 
     Raises:
         shared.kube.errors.ApiError: a finalizer write failed, or whatever ``reconcile`` raises.
@@ -262,7 +270,10 @@ async def finalize(
         outcome = await reconcile(Cleanup(obj))
     else:
         if not held and needed(obj):
-            held = added = await add_finalizer(client, resource, view.namespace, view.name, finalizer, current=obj)
+            written = await _added(client, resource, view.namespace, view.name, finalizer, obj, DEFAULT_RETRY)
+            held = added = written is not None
+            if written is not None and decode is not None:
+                obj = decode(written)
         outcome = await reconcile(Apply(obj))
     if outcome.released and held:
         # a finalizer added in this very pass is not in the cached copy: re-read before removing it

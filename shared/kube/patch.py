@@ -12,8 +12,8 @@ Finalizers have their own module (:mod:`shared.kube.finalizer`). The annotation 
 decide first, with a pure function of the cached object, whether the write would change anything,
 and send no request when it would not; :func:`apply` (the API server makes an unchanged apply a
 no-op) and :func:`get_or_create` always send. The pure parts (:func:`annotation_changes`, :func:`annotations_patch`,
-:func:`merge_patch_changes`, :func:`status_changes`, :func:`apply_target`) are importable and
-tested alone.
+:func:`merge_patch_changes`, :func:`merge_patch_applied`, :func:`status_changes`, :func:`apply_target`) are
+importable and tested alone.
 
 Objects ("cached object") may be msgspec Structs with a :class:`shared.kube.meta.ObjectMeta`-shaped
 ``metadata``, or decoded JSON mappings; values are encoded with :func:`shared.kube.meta.as_json`.
@@ -37,6 +37,7 @@ __all__ = [
     "apply",
     "apply_target",
     "get_or_create",
+    "merge_patch_applied",
     "merge_patch_changes",
     "patch_annotations",
     "patch_status",
@@ -109,6 +110,21 @@ def merge_patch_changes(target: Any, patch: Any) -> bool:
         elif key not in target or merge_patch_changes(target[key], value):
             return True
     return False
+
+
+def merge_patch_applied(target: Any, patch: Any) -> Any:
+    """``target`` (JSON data, None for absent) after the JSON merge patch (RFC 7386) ``patch``, as the API
+    server applies it: objects merge key by key, ``None`` deletes a key, anything else (lists included)
+    replaces. Neither argument is modified."""
+    if not isinstance(patch, Mapping):
+        return patch
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch_applied(out.get(key), value)
+    return out
 
 
 def _json_equal(a: Any, b: Any) -> bool:

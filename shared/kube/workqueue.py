@@ -8,7 +8,12 @@ Semantics follow client-go's ``util/workqueue`` (docs/runtime.md#work-queue):
 - :meth:`WorkQueue.add_after` parks a key until a deadline (the earliest deadline wins);
 - :meth:`WorkQueue.add_rate_limited` parks it for the rate limiter's delay: max(per-key 5 ms·2^n capped at
   1000 s, a 10 QPS / burst 100 token bucket), reset per key by :meth:`WorkQueue.forget`;
-- :meth:`WorkQueue.shutdown` stops hand-outs at once and (with ``drain=True``) waits for in-flight keys.
+- :meth:`WorkQueue.shutdown` stops hand-outs at once and (with ``drain=True``) waits for in-flight keys;
+- ``add(key, urgent=True)`` queues ``key`` ahead of every key added without it (FIFO among the urgent
+  ones), and moves it there when it is queued already; a key added urgent while processing is queued
+  urgent by ``done``. A two-level form of controller-runtime's priority queue: a controller uses it for
+  the events that let a waiting object finish, so they do not queue behind a burst of new objects
+  (docs/runtime.md#work-queue).
 
 The queue belongs to one event loop (anyio, asyncio backend) and is not thread-safe. It needs no background
 task: parked keys move to the ready queue when a waiting ``get`` reaches their deadline, or whenever the
@@ -228,6 +233,9 @@ class WorkQueue(Generic[K]):
         self._limiter: RateLimiter[K] = rate_limiter or default_controller_rate_limiter(self._clock)
         self._metrics = metrics
         self._ready: deque[K] = deque()
+        self._urgent: deque[K] = deque()
+        self._urgent_keys: set[K] = set()  # keys queued (or to be queued by done) in _urgent
+        self._urgent_waiting: set[K] = set()  # parked keys to queue urgent at their deadline
         self._dirty: set[K] = set()
         self._processing: dict[K, float] = {}  # key -> hand-out time
         self._added_at: dict[K, float] = {}  # key -> add time, for the queue-duration metric
@@ -242,25 +250,31 @@ class WorkQueue(Generic[K]):
 
     # -- adding
 
-    def add(self, key: K) -> None:
-        """Queue ``key`` unless it is already queued; if it is processing, mark it dirty. Ignored after shutdown."""
+    def add(self, key: K, *, urgent: bool = False) -> None:
+        """Queue ``key`` unless it is already queued; if it is processing, mark it dirty. Ignored after shutdown.
+
+        ``urgent``: ahead of the keys queued without it (a queued key moves up; see the module docstring).
+        """
         if self._shutting_down:
             return
         self._promote_due()
-        self._add(key)
+        self._add(key, urgent=urgent)
 
-    def add_after(self, key: K, seconds: float) -> None:
+    def add_after(self, key: K, seconds: float, *, urgent: bool = False) -> None:
         """Queue ``key`` after ``seconds`` (<= 0: now). If it already waits, the earlier deadline wins.
 
-        Ignored after shutdown.
+        ``urgent``: queued as :meth:`add` with ``urgent`` does when the deadline comes (also when an
+        earlier deadline was already set). Ignored after shutdown.
         """
         if self._shutting_down:
             return
         if seconds <= 0:
-            self.add(key)
+            self.add(key, urgent=urgent)
             return
         if self._metrics is not None:
             self._metrics.retried()
+        if urgent:
+            self._urgent_waiting.add(key)
         ready_at = self._clock.now() + seconds
         current = self._waiting.get(key)
         if current is not None and current[0] <= ready_at:
@@ -299,10 +313,14 @@ class WorkQueue(Generic[K]):
             if self._shutting_down:
                 raise ShutDown
             self._promote_due()
-            if self._ready:
-                key = self._ready.popleft()
+            if self._urgent or self._ready:
+                if self._urgent:
+                    key = self._urgent.popleft()
+                    self._urgent_keys.discard(key)
+                else:
+                    key = self._ready.popleft()
                 self._hand_out(key)
-                if self._ready:
+                if self._urgent or self._ready:
                     self._wake(1)
                 return key
             woken = anyio.Event()
@@ -336,7 +354,7 @@ class WorkQueue(Generic[K]):
                 self._drained.set()
             return
         if key in self._dirty:
-            self._ready.append(key)
+            (self._urgent if key in self._urgent_keys else self._ready).append(key)
             self._wake(1)
 
     # -- lifecycle
@@ -351,6 +369,9 @@ class WorkQueue(Generic[K]):
         if not self._shutting_down:
             self._shutting_down = True
             self._ready.clear()
+            self._urgent.clear()
+            self._urgent_keys.clear()
+            self._urgent_waiting.clear()
             self._dirty.clear()
             self._waiting.clear()
             self._heap.clear()
@@ -369,7 +390,7 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         """Keys ready to be handed out now (not the waiting or processing ones)."""
         self._promote_due()
-        return len(self._ready)
+        return len(self._ready) + len(self._urgent)
 
     @property
     def waiting(self) -> int:
@@ -383,16 +404,23 @@ class WorkQueue(Generic[K]):
 
     # -- internals
 
-    def _add(self, key: K) -> None:
+    def _add(self, key: K, *, urgent: bool = False) -> None:
         if key in self._dirty:
+            if urgent and key not in self._urgent_keys:
+                self._urgent_keys.add(key)
+                if key not in self._processing:  # queued: move it up (rare: the usual urgent key is not queued)
+                    self._ready.remove(key)
+                    self._urgent.append(key)
             return
         self._dirty.add(key)
         if self._metrics is not None:
             self._metrics.added()
             self._added_at.setdefault(key, self._clock.now())
+        if urgent:
+            self._urgent_keys.add(key)
         if key in self._processing:
             return
-        self._ready.append(key)
+        (self._urgent if urgent else self._ready).append(key)
         self._wake(1)
 
     def _hand_out(self, key: K) -> None:
@@ -412,7 +440,8 @@ class WorkQueue(Generic[K]):
             ready_at, seq, key = heapq.heappop(heap)
             if self._waiting.get(key) == (ready_at, seq):
                 del self._waiting[key]
-                self._add(key)
+                self._add(key, urgent=key in self._urgent_waiting)
+                self._urgent_waiting.discard(key)
 
     def _wake(self, n: int) -> None:
         getters = self._getters
@@ -430,4 +459,4 @@ class WorkQueue(Generic[K]):
         # May run on a scrape thread: reads only (due keys still parked count once they are promoted).
         now = self._clock.now()
         ages = [now - started for started in tuple(self._processing.values())]
-        return (len(self._ready), sum(ages), max(ages, default=0.0))
+        return (len(self._ready) + len(self._urgent), sum(ages), max(ages, default=0.0))

@@ -126,6 +126,18 @@ async def test_no_writes_while_waiting_on_a_child_that_is_not_ready(
             tg.start_soon(manager.run)
             await probe.create(PROCESSES, flux_process("waits"), namespace)
             await wait_for(lambda: _eq(phase_of(probe, namespace, "waits"), "Running"), timeout=60, what="Running")
+
+            async def child_seen() -> bool:  # its first sight is written once ("not yet observed")
+                status = (await read(probe, PROCESSES, "waits", namespace)).get("status") or {}
+                refs = status.get("fluxResources") or []
+                return bool(refs) and refs[0].get("message") == "not yet observed"
+
+            async def transitions_recorded() -> bool:  # Events are written in the background
+                events = msgspec.json.decode(await probe.list(EVENTS, namespace))["items"]
+                reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == "waits"}
+                return {"PhaseForking", "PhaseExecing", "PhaseRunning"} <= reasons
+            await wait_for(child_seen, timeout=30, what="the Kustomization's first sight written")
+            await wait_for(transitions_recorded, timeout=30, what="the three transitions' Events")
             await wait_for(idle, timeout=30, what="the queue to settle")
             before = sum(writes.values())
             for i in range(5):  # each label change on the child requeues its owner

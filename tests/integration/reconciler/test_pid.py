@@ -10,7 +10,7 @@ import anyio
 import msgspec
 import pytest
 
-from reconciler.pid import JSON_PATCH, PidRefused, allocate_pid
+from reconciler.pid import JSON_PATCH, PidRefused, SequenceAllocator, allocate_pid
 from reconciler.table import TableKeeper, TableStatusWriter, held_sequence
 from shared.domain import finalizers
 from shared.domain.api.codec import convert, decode_table, to_wire
@@ -234,3 +234,56 @@ async def test_status_writes_between_every_read_and_bump_refuse_no_bump(kc: Kube
     with pytest.raises(Conflict):
         await kc.merge_patch(PROCESS_TABLES, tname, {"metadata": {"resourceVersion": stale.metadata.resource_version},
                                                      "spec": {"nextSequence": stale.spec.next_sequence + 1}})
+
+
+# ── one allocator per replica (issue 16) ──────────────────────────────────────────────────────
+
+
+async def test_one_allocator_serialises_its_bumps_and_reads_the_table_once(kc: KubeClient, tname: str) -> None:
+    rows: list[Process] = []
+    writer = TableStatusWriter(kc, lambda: list(rows), table_name=tname)
+
+    async def write_status() -> None:  # the status writer between every bump, as in the test above
+        rows.append(convert({**to_wire(process(f"row{len(rows)}")), "status": {"pid": f"r.{len(rows) + 1}"}},
+                            Process))
+        await writer.flush()
+
+    client = StatusBetweenReadAndBump(kc, write_status)
+    allocator = SequenceAllocator(cast(KubeClient, client), TableKeeper(cast(KubeClient, client), tname))
+    first = await held(kc) + 1
+    pids: list[str] = []
+
+    async def fork(i: int) -> None:
+        pids.append(await allocator.allocate(process(f"p{i}", parent="root.1")))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(20):
+            tg.start_soon(fork, i)
+
+    assert sorted(int(pid.rsplit(".", 1)[1]) for pid in pids) == list(range(first, first + 20))
+    assert (allocator.reads, allocator.lost) == (1, 0)  # the first bump's read; then its own answers
+    assert (client.bumps, client.refused) == (20, 0)
+    assert (await table(kc, tname)).spec.next_sequence == first + 20
+
+
+async def test_a_bump_by_another_writer_is_noticed_and_no_pid_is_handed_out_twice(kc: KubeClient,
+                                                                                   tname: str) -> None:
+    allocator = SequenceAllocator(kc, TableKeeper(kc, tname))
+    mine = await allocator.allocate(process("a"))
+    theirs = await allocate_pid(kc, process("b"), table_name=tname)  # another replica's allocator
+    again = await allocator.allocate(process("c"))
+    numbers = [int(pid.rsplit(".", 1)[1]) for pid in (mine, theirs, again)]
+    assert numbers == [numbers[0], numbers[0] + 1, numbers[0] + 2]
+    assert (allocator.reads, allocator.lost) == (2, 1)
+
+
+async def test_limits_changed_by_hand_after_a_bump_are_honoured(kc: KubeClient, tname: str) -> None:
+    await kc.create(PROCESS_TABLES, {"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "ProcessTable",
+                                     "metadata": {"name": tname}, "spec": {"nextSequence": 5}})
+    allocator = SequenceAllocator(kc, TableKeeper(kc, tname))
+    assert await allocator.allocate(process("kid", parent="seph.1")) == "seph.1.5"
+    await kc.merge_patch(PROCESS_TABLES, tname, {"spec": {"maxDepth": 1}})  # a hand edit of spec, no bump
+    with pytest.raises(PidRefused, match="maxDepth 1"):
+        await allocator.allocate(process("kid2", parent="seph.1"))
+    assert await allocator.allocate(process("seph")) == "seph.6"
+    assert (await table(kc, tname)).spec.next_sequence == 7

@@ -14,6 +14,7 @@ from shared.kube.patch import (
     annotation_changes,
     annotations_patch,
     apply_target,
+    merge_patch_applied,
     merge_patch_changes,
     status_changes,
 )
@@ -154,6 +155,33 @@ def test_meta_view_without_a_name_is_refused() -> None:
 )
 def test_merge_patch_changes(target: Any, patch: Any, changes: bool) -> None:
     assert merge_patch_changes(target, patch) is changes
+
+
+# RFC 7386, Appendix A: every example (original, patch, result)
+RFC7386_EXAMPLES = [
+    ({"a": "b"}, {"a": "c"}, {"a": "c"}),
+    ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
+    ({"a": "b"}, {"a": None}, {}),
+    ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
+    ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
+    ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
+    ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
+    ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
+    (["a", "b"], ["c", "d"], ["c", "d"]),
+    ({"a": "b"}, ["c"], ["c"]),
+    ({"a": "foo"}, None, None),
+    ({"a": "foo"}, "bar", "bar"),
+    ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
+    ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
+    ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
+]
+
+
+@pytest.mark.parametrize(("target", "patch", "result"), RFC7386_EXAMPLES)
+def test_merge_patch_applied_gives_every_result_of_rfc_7386(target: Any, patch: Any, result: Any) -> None:
+    before = repr(target)
+    assert merge_patch_applied(target, patch) == result
+    assert repr(target) == before  # the input is not modified
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,60 @@ async def test_a_key_re_added_while_processing_waits_for_done() -> None:
     assert len(q) == 0, "a key done without being re-added is not queued again"
 
 
+async def handed_out(q: WorkQueue[str], n: int) -> list[str]:
+    keys = []
+    for _ in range(n):
+        keys.append(await q.get())
+        q.done(keys[-1])
+    return keys
+
+
+# (adds in order: (key, urgent)), hand-out order
+URGENT_ROWS = [
+    pytest.param([("a", False), ("b", False), ("u", True)], ["u", "a", "b"], id="an urgent key goes first"),
+    pytest.param([("u", True), ("v", True), ("a", False)], ["u", "v", "a"], id="urgent keys keep their order"),
+    pytest.param([("a", False), ("b", False), ("b", True)], ["b", "a"], id="a queued key moves up"),
+    pytest.param([("u", True), ("u", False)], ["u"], id="a later plain add does not move it down"),
+    pytest.param([("a", False), ("c", False), ("b", True), ("a", True)], ["b", "a", "c"],
+                 id="moved up keys queue after the urgent ones"),
+]
+
+
+@pytest.mark.parametrize(("adds", "order"), URGENT_ROWS)
+async def test_urgent_keys_are_handed_out_first(adds: list[tuple[str, bool]], order: list[str]) -> None:
+    q = new_queue()
+    for key, urgent in adds:
+        q.add(key, urgent=urgent)
+    assert len(q) == len(order)
+    assert await handed_out(q, len(order)) == order
+    assert len(q) == 0
+
+
+async def test_a_key_added_urgent_while_processing_is_queued_urgent_by_done() -> None:
+    q = new_queue()
+    q.add("u")
+    assert await q.get() == "u"
+    q.add("a")
+    q.add("u", urgent=True)
+    assert len(q) == 1  # only "a": "u" is still processing
+    q.done("u")
+    assert await handed_out(q, 2) == ["u", "a"]
+
+
+async def test_an_urgent_add_after_is_queued_urgent_when_due() -> None:
+    clock = FakeClock()
+    q = new_queue(clock)
+    q.add_after("u", 5.0)  # a plain deadline already set
+    q.add_after("u", 9.0, urgent=True)  # the earlier deadline stays; the urgency is kept
+    q.add("a")
+    clock.advance(5.0)
+    assert await handed_out(q, 2) == ["u", "a"]
+    q.add_after("p", 1.0)  # urgency is not left behind for the next plain requeue of a key
+    q.add("b")
+    clock.advance(1.0)
+    assert await handed_out(q, 2) == ["b", "p"]
+
+
 async def test_done_for_a_key_that_is_not_processing_raises() -> None:
     q = new_queue()
     q.add("a")

@@ -66,20 +66,20 @@ class FakeInformer:
 
 @dataclass
 class FakeClient:
-    """The live object GET returns, and the merge patches sent (finalizer writes)."""
+    """Counts GETs (the reconciler makes none) and records the merge patches sent (finalizer writes);
+    a patch answers ``answer`` (the patched object)."""
 
-    live: Process | None = None
+    answer: Process | None = None
     gets: int = 0
     patches: list[Any] = field(default_factory=list)
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
         self.gets += 1
-        assert self.live is not None
-        return msgspec.json.encode(to_wire(self.live))
+        raise AssertionError("no GET expected")
 
     async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None) -> bytes:
         self.patches.append(patch)
-        return b"{}"
+        return msgspec.json.encode(to_wire(self.answer)) if self.answer is not None else b"{}"
 
 
 @dataclass
@@ -113,31 +113,42 @@ def reconciler(cached: Process, client: FakeClient, executor: FakeExecutor,
 REQUEST = Request("ns", "p")
 
 
-async def test_a_decision_that_allocates_a_pid_is_made_on_the_live_object_and_guarded_by_it() -> None:
+async def test_a_decision_that_allocates_a_pid_is_made_on_the_cache_and_guarded_by_it() -> None:
     cached = process("Forking", "5")
-    client, executor = FakeClient(live=cached), FakeExecutor()
+    client, executor = FakeClient(), FakeExecutor()
     result = await reconciler(cached, client, executor, allocate=lambda p: "me.7").reconcile(REQUEST)
-    assert client.gets == 1
+    assert client.gets == 0
     ((basis, decision, guard),) = executor.done
-    assert (basis, guard) == (cached, "5")  # live at the cached resourceVersion: the cached copy is the basis
-    assert as_json(decision.status)["pid"] == "me.7"
-    assert as_json(decision.status)["phase"] == "Execing"
-    assert result == Result.after(1.0)
+    assert (basis, guard) == (cached, "5")
+    status = as_json(decision.status)
+    assert status["pid"] == "me.7"
+    # Execing needs no wait here: folded into the same pass, one status write (docs/behaviour.md#folded-phases)
+    assert status["phase"] == "Running"
+    assert [(t.source.value, t.target.value) for t in decision.transitions] == [("Forking", "Execing"),
+                                                                                ("Execing", "Running")]
+    assert [e.reason for e in decision.events] == ["PhaseExecing", "PhaseRunning"]
+    assert [m.kind for m in decision.apply] == ["Kustomization"]
+    assert result == Result.after(5.0)  # Running's SHORT
 
 
-async def test_a_live_object_that_moved_on_is_decided_again_and_no_second_pid_is_allocated() -> None:
-    cached = process("Forking", "5")
-    live = process("Execing", "9", pid="me.7")  # our own last write, not in the cache yet
-    client, executor = FakeClient(live=live), FakeExecutor()
-    await reconciler(cached, client, executor).reconcile(REQUEST)  # allocating would fail the test
+async def test_the_finalizer_patch_answer_is_the_basis_of_the_guarded_write() -> None:
+    fresh = convert({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": "3"},
+                     "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
+                              "intent": {"flux": {"gitRepository": "repo", "path": "./app"}}}}, Process)
+    answered = convert({**to_wire(fresh), "metadata": {**to_wire(fresh)["metadata"], "resourceVersion": "4",
+                                                       "finalizers": [FIN]}}, Process)
+    client, executor = FakeClient(answer=answered), FakeExecutor()
+    await reconciler(fresh, client, executor, allocate=lambda p: "seph.1").reconcile(REQUEST)
+    assert client.gets == 0
     ((basis, decision, guard),) = executor.done
-    assert (basis, guard) == (live, "9")
-    assert not decision.allocate_pid
+    assert (basis.metadata.resource_version, guard) == ("4", "4")
+    assert as_json(decision.status)["phase"] == "Running"
+    assert [e.reason for e in decision.events] == ["PhaseForking", "PhaseExecing", "PhaseRunning"]
 
 
 async def test_a_refused_pid_executes_the_refusal_instead() -> None:
     cached = process("Forking", "5")
-    client, executor = FakeClient(live=cached), FakeExecutor()
+    client, executor = FakeClient(), FakeExecutor()
 
     def refuse(p: Process) -> str:
         raise PidRefused("PID depth 2 exceeds ProcessTable maxDepth 1 (parent seph.1)")
@@ -152,7 +163,7 @@ async def test_a_refused_pid_executes_the_refusal_instead() -> None:
 
 async def test_a_conflicting_guarded_write_decides_again_after_a_tick() -> None:
     cached = process("Forking", "5")
-    client, executor = FakeClient(live=cached), FakeExecutor(error=Conflict(409, "Conflict", "changed"))
+    client, executor = FakeClient(), FakeExecutor(error=Conflict(409, "Conflict", "changed"))
     result = await reconciler(cached, client, executor, allocate=lambda p: "me.7").reconcile(REQUEST)
     assert result == Result.after(1.0)
     assert len(executor.done) == 1
@@ -189,13 +200,13 @@ async def test_the_finalizer_goes_on_before_the_first_decision_is_executed() -> 
     cached = convert({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": "3"},
                       "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
                                "intent": {"flux": {"gitRepository": "repo", "path": "./app"}}}}, Process)
-    client = FakeClient()
+    client = FakeClient(answer=cached)
     executor = FakeExecutor(client=client)
-    await reconciler(cached, client, executor).reconcile(REQUEST)
+    await reconciler(cached, client, executor, allocate=lambda p: "seph.1").reconcile(REQUEST)
     assert client.patches == [{"metadata": {"finalizers": [FIN], "resourceVersion": "3"}}]
     assert executor.patches_before == [1]  # the guarded finalizer patch came first
     ((_, decision, _),) = executor.done
-    assert as_json(decision.status)["phase"] == "Forking"
+    assert as_json(decision.status)["phase"] == "Running"
 
 
 def table(claims: dict[str, Any] | None, *, rv: str = "1") -> ProcessTable:

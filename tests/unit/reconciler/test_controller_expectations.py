@@ -43,18 +43,28 @@ def proc(name: str, phase: str, *, created: str = "2025-06-01T11:00:00Z", spec: 
     }, Process)
 
 
-def setup(*cached: Process) -> tuple[ProcessReconciler, FakeExecutor]:
+def setup(*cached: Process, pids: bool = False) -> tuple[ProcessReconciler, FakeExecutor]:
+    reconciler, executor, _ = setup_with_jobs(*cached, pids=pids)
+    return reconciler, executor
+
+
+def setup_with_jobs(*cached: Process, pids: bool = False) -> tuple[ProcessReconciler, FakeExecutor,
+                                                                    Informer[ObservedJob]]:
     client = cast(KubeClient, FakeClient())
     processes: Informer[Process] = Informer(client, PROCESSES, Process)
     jobs: Informer[ObservedJob] = Informer(client, JOBS, ObservedJob)
     executor = FakeExecutor()
-    async def no_pid(p: Process) -> str:
-        raise AssertionError("no PID expected")
+    handed_out: list[str] = []
 
-    reconciler = ProcessReconciler(client, processes, cast(Executor, executor), no_pid, jobs=jobs)
+    async def allocate(p: Process) -> str:
+        assert pids, "no PID expected"
+        handed_out.append(f"seph.{len(handed_out) + 1}")
+        return handed_out[-1]
+
+    reconciler = ProcessReconciler(client, processes, cast(Executor, executor), allocate, jobs=jobs)
     for p in cached:
         processes._apply(WatchEventType.ADDED, f"ns/{p.metadata.name}", p)
-    return reconciler, executor
+    return reconciler, executor, jobs
 
 
 def releasing_after_its_jobs_started() -> Process:
@@ -108,9 +118,10 @@ async def test_a_process_just_admitted_holds_its_slot_while_the_cache_still_show
     capped = {"lifetime": {"ephemeral": {"maxConcurrent": 1}}}
     older = proc("a", "Pending", created="2025-06-01T11:00:00Z", spec=capped)
     younger = proc("b", "Pending", created="2025-06-01T11:00:05Z", spec=capped)
-    reconciler, executor = setup(older, younger)
-    await reconciler.reconcile(Request("ns", "a"))
-    assert as_json(last(executor).status)["phase"] == "Forking"
+    reconciler, executor = setup(older, younger, pids=True)
+    await reconciler.reconcile(Request("ns", "a"))  # admitted, and on through the phases it passes through
+    first = last(executor).transitions[0]
+    assert (first.source.value, first.target.value) == ("Pending", "Forking")
 
     await reconciler.reconcile(Request("ns", "b"))  # "a" is still Pending in the cache
     waiting = last(executor)
