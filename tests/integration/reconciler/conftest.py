@@ -5,7 +5,7 @@ The CRDs and the `kc` client come from tests/integration/conftest.py.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -14,11 +14,9 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.app import build
 from reconciler.config import ReconcilerConfig
-from shared.kube.client import KubeClient, Resource
+from shared.kube.client import KubeClient
 from shared.kube.manager import Manager
-from tools.standins.flux import FluxStandIn
-
-Verdict = Callable[[Resource, dict[str, Any]], str | None]
+from tools.standins.flux import FluxStandIn, Verdict
 
 NO_HEARTBEAT = 3600
 """A HEARTBEAT far beyond any wait of these tests: what happens must have been asked for (a TICK) or
