@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from tools.controlplane.build import Toolchain
-from tools.controlplane.pki import CertificateAuthority, service_account_signing_key
+from tools.controlplane.pki import CertificateAuthority, KeyPair, service_account_signing_key
 from tools.processes import log_tail, stop_process_groups
 
 log = logging.getLogger(__name__)
@@ -143,6 +143,13 @@ class LocalControlPlane:
         path = self.dir / f"kubeconfig-{safe}"
         self._write_kubeconfig(path, user, cert, key)
         return path
+
+    def issue_server(self, hosts: list[str]) -> KeyPair:
+        """A serving certificate for ``hosts`` signed by the plane's CA, so a client that trusts
+        :attr:`ca_file` (as every component of the plane does) trusts the server too."""
+        if self._ca is None:
+            raise ControlPlaneError("control plane not started")
+        return self._ca.issue_server(hosts)
 
     def start(self, attempts: int = 3) -> LocalControlPlane:
         """Build binaries if missing, start every component, wait until ready.
