@@ -1,7 +1,9 @@
 """``tatara up``: the whole product locally in one command.
 
-Starts the local control plane, installs the CRDs, runs both reconcilers as real subprocesses, the Flux
-and Job runner stand-ins in-process, a NATS server (JetStream) and an HTTP receiver on loopback for the
+Starts the local control plane, installs the CRDs, runs both reconcilers as real subprocesses, real Flux
+(source-, kustomize- and helm-controller with a TLS registry and a git server serving the examples'
+charts and paths, :mod:`tools.up_flux`; ``--flux=standin``: the Flux stand-in in-process instead), the Job
+runner stand-in in-process, a NATS server (JetStream) and an HTTP receiver on loopback for the
 exports, applies ``examples/``, shows their progress (and their export Jobs and receipts) until every
 example reaches the state its ``examples.tatara.pleme.io/expect`` annotation names, then keeps running
 until Ctrl-C / SIGTERM and stops everything it started.
@@ -44,6 +46,7 @@ from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound
 from tools.controlplane import LocalControlPlane
 from tools.crds import all_crds, install_crds
+from tools.flux_stack import FluxStack, flux_crds
 from tools.http_receiver import HttpReceiver, RecordedRequest
 from tools.nats_server import NatsServer, NatsServerError
 from tools.ops import format_table
@@ -68,6 +71,7 @@ from tools.up_exports import (
     retarget_exports,
     stream_messages,
 )
+from tools.up_flux import plan_local_flux, retarget_charts, serve_examples
 from tools.wait import wait_for
 
 EXPECT = f"examples.{GROUP}/expect"
@@ -410,8 +414,34 @@ async def announce_ready(daemons: list[Daemon]) -> None:
 
 def start_standin(tg: anyio.abc.TaskGroup, client: KubeClient) -> None:
     tg.start_soon(FluxStandIn(client).run)
-    print("Flux STAND-IN running: no real Flux runs locally; a stand-in marks Kustomizations, "
+    print("Flux STAND-IN running (--flux=standin): no real Flux runs; a stand-in marks Kustomizations, "
           "HelmReleases and sources Ready as Flux would.", flush=True)
+
+
+async def start_real_flux(client: KubeClient, plane: LocalControlPlane, examples: list[Example]) -> FluxStack:
+    """Install the real Flux CRDs (over the schema-only copies), start the controllers, the TLS registry and
+    the git server (built on first use), serve what the examples need and point their charts at the local
+    registry (docs/architecture.md#real-flux). The caller stops the returned stack."""
+    print("starting real Flux (source-, kustomize-, helm-controller; built on first use), a TLS OCI registry "
+          "and a git server on loopback…", flush=True)
+    crds = await anyio.to_thread.run_sync(flux_crds)
+    await install_crds(client, crds)
+    stack = FluxStack(plane)
+    await anyio.to_thread.run_sync(stack.start)
+    try:
+        plan = plan_local_flux(ex.doc for ex in examples)
+        for ex in examples:
+            ex.doc = retarget_charts(ex.doc, stack.registry)
+        for line in await serve_examples(client, stack, plan, ensure_namespace):
+            print(f"  {line}", flush=True)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(stack.stop)
+        raise
+    logs = ", ".join(f"{name} {path}" for name, path in stack.logs().items())
+    print(f"real Flux running ({len(crds)} Flux CRDs installed): registry https://{stack.registry}, "
+          f"git {stack.git.url('<repo>')}; logs: {logs}", flush=True)
+    return stack
 
 
 def start_job_runner(tg: anyio.abc.TaskGroup, client: KubeClient, plane: LocalControlPlane, logs: Path) -> None:
@@ -456,14 +486,17 @@ def start_examples(tg: anyio.abc.TaskGroup, client: KubeClient, examples: list[E
 
 
 async def watch_until_settled(client: KubeClient, examples: list[Example], daemons: list[Daemon],
-                              started: float, within: float, exports: ExportsView | None = None) -> bool:
+                              started: float, within: float, exports: ExportsView | None = None,
+                              flux: FluxStack | None = None) -> bool:
     """Redraw the examples' progress (and their export Jobs) until all are settled (True) or ``within``
-    seconds pass (False); raise if a reconciler exits meanwhile."""
+    seconds pass (False); raise if a reconciler (or a real Flux process) exits meanwhile."""
     screen = Screen(sys.stdout)
 
     async def settled() -> bool:
         for d in daemons:
             d.check_alive()
+        if flux is not None:
+            flux.check_alive()
         await refresh(client, examples)
         text = render(examples, time.monotonic() - started)
         if exports is not None:
@@ -504,6 +537,7 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
         await tg.start(cancel_on_signal, tg.cancel_scope)
         reconciler_args: list[str] = []
         sinks: Sinks | None = None
+        stack: FluxStack | None = None
         if target.plane is None:
             try:
                 await prepare_real_cluster(client, args.force)
@@ -513,6 +547,8 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                 return 2
         else:
             await install_all_crds(client)
+            if args.flux == "real":
+                stack = await start_real_flux(client, target.plane, examples)
             assert nats is not None
             sinks = Sinks(nats, HttpReceiver(port=args.receiver_port, on_request=_print_request),
                           nats_streams(ex.doc for ex in examples if ex.kind == "Process"))
@@ -529,11 +565,13 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                 await announce_ready(daemons)
                 exports = None
                 if target.plane is not None and sinks is not None:
-                    start_standin(tg, client)
+                    if stack is None:
+                        start_standin(tg, client)
                     start_job_runner(tg, client, target.plane, logs)
                     exports = ExportsView(namespaces, http=sinks.receiver.requests)
                 start_examples(tg, client, examples, supporting, args.examples, args.timeout)
-                settled = await watch_until_settled(client, examples, daemons, started, args.timeout, exports)
+                settled = await watch_until_settled(client, examples, daemons, started, args.timeout, exports,
+                                                    stack)
                 await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled)
                 if settled and not args.exit_when_settled:
                     print("Ctrl-C stops everything.", flush=True)
@@ -542,9 +580,11 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                 if not settled:
                     return 1
         finally:
-            if sinks is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if sinks is not None:
                     await sinks.receiver.stop()
+                if stack is not None:
+                    await anyio.to_thread.run_sync(stack.stop)
     return 0
 
 
@@ -598,13 +638,17 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def add_subcommand(sub: Any) -> None:
-    up = sub.add_parser("up", help="run everything locally: control plane, CRDs, both reconcilers, Flux and Job "
-                                   "runner stand-ins, NATS and an HTTP receiver, the examples; until Ctrl-C")
+    up = sub.add_parser("up", help="run everything locally: control plane, CRDs, both reconcilers, real Flux "
+                                   "(or its stand-in), the Job runner stand-in, NATS and an HTTP receiver, the "
+                                   "examples; until Ctrl-C")
     up.add_argument("--kubeconfig", default=None,
                     help="use this cluster instead of a local control plane (default: $KUBECONFIG if set); "
                          "only missing CRDs are installed and no stand-in runs there")
     up.add_argument("--force", action="store_true",
                     help="run on a cluster that already runs a tatara controller (held Lease or Deployment)")
+    up.add_argument("--flux", choices=("real", "standin"), default="real",
+                    help="local plane only: run the real Flux controllers with a local registry and git server "
+                         "(default; built from their Go modules on first use), or the fast Flux stand-in")
     up.add_argument("--examples", default=str(default_examples()), help="directory of example YAML to apply")
     up.add_argument("--exit-when-settled", action="store_true",
                     help="exit (0) once every example reached its expected state, printing a SUMMARY JSON line")
