@@ -1,4 +1,4 @@
-"""The Flux stand-in writes the status real Flux writes where tatara depends on it (docs/behaviour.md#flux-stand-in):
+"""The Flux stand-in writes the status real Flux writes where tatara depends on it (docs/architecture.md#the-flux-stand-in):
 observedGeneration -1 until a first success, Stalled only for terminal failures, nothing on an OCI HelmRepository."""
 
 from __future__ import annotations

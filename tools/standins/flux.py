@@ -1,8 +1,8 @@
-"""A STAND-IN for the Flux controllers, for the fast integration tier (docs/architecture.md#the-tooling).
+"""A STAND-IN for the Flux controllers, for the fast integration tier (docs/architecture.md#the-flux-stand-in).
 
 Real Flux (source-, kustomize- and helm-controller built from their Go modules) runs in ``make run`` and
 the e2e tier (:mod:`tools.flux_stack`); this stand-in only writes the ``status`` those controllers would,
-faithful to them where tatara depends on it (docs/behaviour.md#flux-stand-in):
+faithful to them where tatara depends on it:
 
 - success: ``Ready=True`` reason ``ReconciliationSucceeded`` and ``status.observedGeneration`` = the
   generation (HelmReleases also ``Released=True``), after an optional delay;
