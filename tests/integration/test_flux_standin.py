@@ -1,5 +1,6 @@
-"""The Flux stand-in writes the status real Flux writes where tatara depends on it (docs/architecture.md#the-flux-stand-in):
-observedGeneration -1 until a first success, Stalled only for terminal failures, nothing on an OCI HelmRepository."""
+"""The Flux stand-in writes the status real Flux writes where tatara depends on it
+(docs/architecture.md#the-flux-stand-in): observedGeneration -1 until a first success, Stalled only for terminal
+failures, nothing on an OCI HelmRepository."""
 
 from __future__ import annotations
 
