@@ -268,7 +268,8 @@ class FluxStack:
                 "--watch-all-namespaces=true", "--enable-leader-election=false", "--requeue-dependency=5s",
                 f"--max-retry-delay={self.max_retry_delay}", "--log-level=info"]
         if name == "source-controller":
-            storage = free_port()
-            args += [f"--storage-path={self.dir / 'artifacts'}", f"--storage-addr=127.0.0.1:{storage}",
+            storage, artifacts = free_port(), self.dir / "artifacts"
+            artifacts.mkdir(exist_ok=True)
+            args += [f"--storage-path={artifacts}", f"--storage-addr=127.0.0.1:{storage}",
                      f"--storage-adv-addr=127.0.0.1:{storage}"]
         self._spawn(name, args, f"http://127.0.0.1:{health}/readyz", env)

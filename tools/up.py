@@ -71,7 +71,7 @@ from tools.up_exports import (
     retarget_exports,
     stream_messages,
 )
-from tools.up_flux import plan_local_flux, retarget_charts, serve_examples
+from tools.up_flux import flux_applied, plan_local_flux, retarget_charts, serve_examples
 from tools.wait import wait_for
 
 EXPECT = f"examples.{GROUP}/expect"
@@ -572,7 +572,14 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                 start_examples(tg, client, examples, supporting, args.examples, args.timeout)
                 settled = await watch_until_settled(client, examples, daemons, started, args.timeout, exports,
                                                     stack)
-                await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled)
+                extra: dict[str, Any] = {}
+                if stack is not None:
+                    applied = await flux_applied(client, sorted({ex.namespace for ex in examples}))
+                    print(f"real Flux applied {len(applied)} ConfigMap(s): {', '.join(applied) or '-'} "
+                          "(kubectl get cm -n <namespace>)", flush=True)
+                    extra["flux"] = {"registry": stack.registry, "applied": applied}
+                await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled,
+                                    extra=extra)
                 if settled and not args.exit_when_settled:
                     print("Ctrl-C stops everything.", flush=True)
                     await anyio.sleep_forever()
@@ -589,7 +596,8 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
 
 
 async def print_summary(examples: list[Example], started: float, kubeconfig: Path, daemons: list[Daemon],
-                        sinks: Sinks | None, exports: ExportsView | None, *, settled: bool) -> None:
+                        sinks: Sinks | None, exports: ExportsView | None, *, settled: bool,
+                        extra: dict[str, Any] | None = None) -> None:
     seconds = time.monotonic() - started
     if settled:
         print(f"all {len(examples)} examples settled in {seconds:.1f} s", flush=True)
@@ -617,6 +625,7 @@ async def print_summary(examples: list[Example], started: float, kubeconfig: Pat
             "stream_messages": messages,
             "jobs": [{"namespace": r.namespace, "name": r.name, "state": r.state, "receipt": r.receipt}
                      for r in exports.rows.values()]}
+    summary.update(extra or {})
     print("SUMMARY " + json.dumps(summary), flush=True)
 
 

@@ -12,14 +12,15 @@ Pure planning (:func:`plan_local_flux`, :func:`retarget_charts`) and one executo
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import msgspec
 import yaml
 
 from shared.domain.resources import GIT_REPOSITORIES
-from shared.kube.client import KubeClient, Resource
+from shared.kube.client import CONFIG_MAPS, KubeClient, Resource
 from tools.flux_stack import FLUX_NAMESPACE, FluxStack
 
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
@@ -36,6 +37,8 @@ data:
   profile: {{ .Values.profile | default "none" | quote }}
 """
 """The one template of every local chart: a ConfigMap naming its release (a workload-free chart)."""
+APPLIED_BY: Final = ("kustomize.toolkit.fluxcd.io/name", "helm.toolkit.fluxcd.io/name")
+"""The labels kustomize- and helm-controller put on every object they apply."""
 
 
 @dataclass(frozen=True)
@@ -170,3 +173,14 @@ async def serve_examples(client: KubeClient, stack: FluxStack, plan: LocalFlux,
         await client.apply(SECRETS, SOPS_SECRET, sops_secret(namespace), namespace, field_manager=FIELD_MANAGER)
         lines.append(f"Secret {namespace}/{SOPS_SECRET} (empty: for the default SOPS decryption)")
     return lines
+
+
+async def flux_applied(client: KubeClient, namespaces: Sequence[str]) -> list[str]:
+    """``<namespace>/<name>`` of every ConfigMap real Flux applied in ``namespaces`` (labelled with one of
+    :data:`APPLIED_BY`), sorted: what ``tatara up`` shows a user Flux really did."""
+    found: set[str] = set()
+    for namespace in namespaces:
+        for label in APPLIED_BY:
+            page = msgspec.json.decode(await client.list(CONFIG_MAPS, namespace, label_selector=label))
+            found |= {f"{namespace}/{item['metadata']['name']}" for item in page.get("items") or []}
+    return sorted(found)
