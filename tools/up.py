@@ -577,7 +577,7 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                     applied = await flux_applied(client, sorted({ex.namespace for ex in examples}))
                     print(f"real Flux applied {len(applied)} ConfigMap(s): {', '.join(applied) or '-'} "
                           "(kubectl get cm -n <namespace>)", flush=True)
-                    extra["flux"] = {"registry": stack.registry, "applied": applied}
+                    extra["flux"] = {"registry": stack.registry, "dir": str(stack.dir), "applied": applied}
                 await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled,
                                     extra=extra)
                 if settled and not args.exit_when_settled:

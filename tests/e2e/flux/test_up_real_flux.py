@@ -1,0 +1,56 @@
+"""``make run`` as a user gets it: ``tatara up --exit-when-settled`` with real Flux (the default) applies the
+examples through the local registry and git server, every example settles as it declares, real ConfigMaps
+appear, and nothing is left running (docs/architecture.md#tatara-up)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e.test_up import EXPECTED_PHASES, ROOT
+from tools.controlplane.cluster import free_port
+
+
+def test_up_with_real_flux_applies_the_examples_and_stops_everything() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    ports = free_port(), free_port()
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.cli", "up", "--exit-when-settled", "--timeout", "300",
+         "--reconciler-port", str(ports[0]), "--pool-port", str(ports[1]),
+         "--nats-port", str(free_port()), "--receiver-port", str(free_port())],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-4000:]
+    assert "STAND-IN running (--flux=standin)" not in result.stdout
+    assert "real Flux running" in result.stdout
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("SUMMARY ")]
+    summary = json.loads(line.removeprefix("SUMMARY "))
+    assert summary["settled"] is True
+    assert {(e["kind"], e["name"]): e["phase"] for e in summary["examples"]} == EXPECTED_PHASES
+    applied = set(summary["flux"]["applied"])
+    # kustomize-controller applied the git paths of the Processes still alive (tools/up_flux.py names them
+    # <process>-<last path segment>); helm-controller installed the pool members' chart (<release>-release)
+    assert {"tatara-examples/podinfo-podinfo", "tatara-examples/family-family", "tatara-examples/family-web-web",
+            "tatara-examples/family-worker-worker"} <= applied
+    assert any(name.endswith("-release") for name in applied), applied
+    assert not Path(summary["kubeconfig"]).exists()
+    # every Flux process ran with its files under the stack's folder (the registry's config, the controllers'
+    # SSL_CERT_FILE): the folder and the processes are gone
+    assert not Path(summary["flux"]["dir"]).exists()
+    assert not processes_mentioning(summary["flux"]["dir"]), "a Flux process outlived tatara up"
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of the running processes whose command line or environment contains ``text``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline or text in environ:
+            found.append(cmdline)
+    return found
