@@ -120,11 +120,13 @@ class FluxStack:
     """Real Flux, a TLS registry and a git server for one started ``plane``; a context manager.
 
     After :meth:`start`: :attr:`registry` is ``127.0.0.1:<port>`` (``oci://`` URLs name it),
-    :attr:`git` serves GitRepositories, :attr:`dir` holds the logs.
+    :attr:`git` serves GitRepositories, :attr:`dir` holds the state (removed on stop) and the logs, unless
+    ``log_dir`` is given: logs written there are kept.
     """
 
     plane: LocalControlPlane
     max_retry_delay: str = MAX_RETRY_DELAY
+    log_dir: Path | None = None
     dir: Path = field(default=Path())
     registry: str = ""
     git: GitHttpServer = field(default_factory=GitHttpServer)
@@ -227,7 +229,9 @@ class FluxStack:
 
     def _spawn(self, name: str, args: list[str], health: str, env: Mapping[str, str] | None = None,
                context: ssl.SSLContext | None = None) -> None:
-        log_path = self.dir / f"{name}.log"
+        logs = self.log_dir or self.dir
+        logs.mkdir(parents=True, exist_ok=True)
+        log_path = logs / f"{name}.log"
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=dict(env or os.environ), start_new_session=True)

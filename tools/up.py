@@ -418,7 +418,8 @@ def start_standin(tg: anyio.abc.TaskGroup, client: KubeClient) -> None:
           "HelmReleases and sources Ready as Flux would.", flush=True)
 
 
-async def start_real_flux(client: KubeClient, plane: LocalControlPlane, examples: list[Example]) -> FluxStack:
+async def start_real_flux(client: KubeClient, plane: LocalControlPlane, examples: list[Example],
+                          logs: Path) -> FluxStack:
     """Install the real Flux CRDs (over the schema-only copies), start the controllers, the TLS registry and
     the git server (built on first use), serve what the examples need and point their charts at the local
     registry (docs/architecture.md#real-flux). The caller stops the returned stack."""
@@ -426,7 +427,7 @@ async def start_real_flux(client: KubeClient, plane: LocalControlPlane, examples
           "and a git server on loopback…", flush=True)
     crds = await anyio.to_thread.run_sync(flux_crds)
     await install_crds(client, crds)
-    stack = FluxStack(plane)
+    stack = FluxStack(plane, log_dir=logs / "flux")
     await anyio.to_thread.run_sync(stack.start)
     try:
         plan = plan_local_flux(ex.doc for ex in examples)
@@ -438,9 +439,8 @@ async def start_real_flux(client: KubeClient, plane: LocalControlPlane, examples
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(stack.stop)
         raise
-    logs = ", ".join(f"{name} {path}" for name, path in stack.logs().items())
     print(f"real Flux running ({len(crds)} Flux CRDs installed): registry https://{stack.registry}, "
-          f"git {stack.git.url('<repo>')}; logs: {logs}", flush=True)
+          f"git {stack.git.url('<repo>')}; logs in {logs / 'flux'}", flush=True)
     return stack
 
 
@@ -548,7 +548,7 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
         else:
             await install_all_crds(client)
             if args.flux == "real":
-                stack = await start_real_flux(client, target.plane, examples)
+                stack = await start_real_flux(client, target.plane, examples, logs)
             assert nats is not None
             sinks = Sinks(nats, HttpReceiver(port=args.receiver_port, on_request=_print_request),
                           nats_streams(ex.doc for ex in examples if ex.kind == "Process"))
