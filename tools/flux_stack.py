@@ -30,8 +30,6 @@ import subprocess
 import tarfile
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from tools.controlplane.cluster import LocalControlPlane, free_port
+from tools.controlplane.cluster import LocalControlPlane, free_port, http_ok
 from tools.controlplane.flux import CONTROLLERS, ORAS, REGISTRY, Built, ensure_all_built
 from tools.git_http import GitHttpServer
 from tools.processes import log_tail, stop_process_groups
@@ -97,14 +95,6 @@ def chart_files(name: str, version: str, templates: Mapping[str, str]) -> dict[s
     chart = {"apiVersion": "v2", "name": name, "version": version, "type": "application"}
     return {"Chart.yaml": yaml.safe_dump(chart, sort_keys=False),
             **{f"templates/{rel}": text for rel, text in templates.items()}}
-
-
-def _healthy(url: str, context: ssl.SSLContext | None = None) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
-            return int(resp.status) == 200
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 @dataclass
@@ -241,7 +231,7 @@ class FluxStack:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise FluxStackError(f"{name} exited with {proc.returncode}:\n{log_tail(log_path)}")
-            if _healthy(health, context):
+            if http_ok(health, context):
                 log.info("%s healthy (pid %d)", name, proc.pid)
                 return
             time.sleep(0.2)

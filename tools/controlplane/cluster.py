@@ -196,7 +196,7 @@ class LocalControlPlane:
         component = self._component("kube-apiserver")
         component.stop()
         component.start()
-        self._wait(component, lambda: _http_ok(f"{self.server}/readyz", self._admin_ssl()))
+        self._wait(component, lambda: http_ok(f"{self.server}/readyz", self._admin_ssl()))
 
     @contextlib.contextmanager
     def apiserver_paused(self) -> Iterator[None]:
@@ -265,7 +265,7 @@ class LocalControlPlane:
             "--unsafe-no-fsync=true",
             "--log-level=warn",
         ])
-        self._wait(etcd, lambda: _http_ok(f"{etcd_url}/health"))
+        self._wait(etcd, lambda: http_ok(f"{etcd_url}/health"))
 
         apiserver = self._launch("kube-apiserver", [
             str(self.toolchain.binary("kube-apiserver")),
@@ -288,7 +288,7 @@ class LocalControlPlane:
             "-v=1",
         ])
         ssl_ctx = self._admin_ssl()
-        self._wait(apiserver, lambda: _http_ok(f"{self.server}/readyz", ssl_ctx))
+        self._wait(apiserver, lambda: http_ok(f"{self.server}/readyz", ssl_ctx))
 
         if self.controller_manager:
             kcm_port = free_port()
@@ -310,7 +310,7 @@ class LocalControlPlane:
             insecure = ssl.create_default_context()
             insecure.check_hostname = False
             insecure.verify_mode = ssl.CERT_NONE
-            self._wait(kcm, lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure))
+            self._wait(kcm, lambda: http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure))
 
     def _launch(self, name: str, args: list[str]) -> _Component:
         component = _Component(name, args, self.dir / f"{name}.log")
@@ -352,7 +352,8 @@ def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
         return result
 
 
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    """True when ``url`` answers 200 within 2 s (``context`` for TLS); False on any error or other status."""
     try:
         with urllib.request.urlopen(url, timeout=2, context=context) as resp:
             return int(resp.status) == 200

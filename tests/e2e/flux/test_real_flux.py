@@ -7,12 +7,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import msgspec
 import pytest
 
 from shared.domain.resources import GIT_REPOSITORIES, HELM_RELEASES, KUSTOMIZATIONS, PROCESSES
 from shared.kube.client import CONFIG_MAPS, KubeClient, Resource
-from shared.kube.errors import NotFound
+from tests.e2e.test_rbac import read
 from tests.integration.reconciler.conftest import reconciler_running
 from tests.support.kube import wait_for
 from tools.flux_stack import FluxStack
@@ -35,14 +34,6 @@ def process(name: str, intent: dict[str, Any]) -> dict[str, Any]:
 def configmap_yaml(name: str, namespace: str, value: str) -> str:
     return (f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
             f"data:\n  value: {value}\n")
-
-
-async def read(kc: KubeClient, resource: Resource, name: str, ns: str) -> dict[str, Any] | None:
-    try:
-        doc: dict[str, Any] = msgspec.json.decode(await kc.get(resource, name, ns))
-    except NotFound:
-        return None
-    return doc
 
 
 async def status(kc: KubeClient, ns: str, name: str) -> dict[str, Any]:
@@ -158,13 +149,16 @@ async def test_a_missing_tag_keeps_the_process_running_with_the_reason_until_the
     async with reconciler_running(fkc, fns, standin=False):
         await fkc.create(PROCESSES, process("late", intent), fns)
 
+        # the HelmRelease may say "source not ready" first; the OCIRepository (first in the Process's
+        # fluxResources) says why once source-controller has tried the pull
         async def says_why() -> dict[str, Any] | None:
             st = await status(fkc, fns, "late")
-            return st if ready_condition(st).get("reason") == "ChildNotReady" else None
+            return st if f"OCIRepository {fns}/late not ready" in ready_condition(st).get("message", "") else None
 
         st = await wait_for(says_why, timeout=WITHIN, interval=0.5, what="the missing tag in the Process")
         assert st["phase"] == "Running"
-        assert f"OCIRepository {fns}/late not ready" in st["message"]
+        assert ready_condition(st)["reason"] == "ChildNotReady"
+        assert "OCIArtifactPullFailed" in st["message"]
         assert "2.0.0" in st["message"]
 
         flux.push_chart(repository, "late", "2.0.0", {"release.yaml": CHART_TEMPLATE})
