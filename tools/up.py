@@ -45,6 +45,7 @@ from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROC
 from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound
 from tools.controlplane import LocalControlPlane
+from tools.controlplane.flux import COMPONENTS, Built
 from tools.crds import all_crds, install_crds
 from tools.flux_stack import FluxStack, flux_crds
 from tools.http_receiver import HttpReceiver, RecordedRequest
@@ -423,8 +424,11 @@ async def start_real_flux(client: KubeClient, plane: LocalControlPlane, examples
     """Install the real Flux CRDs (over the schema-only copies), start the controllers, the TLS registry and
     the git server (built on first use), serve what the examples need and point their charts at the local
     registry (docs/architecture.md#real-flux). The caller stops the returned stack."""
-    print("starting real Flux (source-, kustomize-, helm-controller; built on first use), a TLS OCI registry "
-          "and a git server on loopback…", flush=True)
+    print("starting real Flux (source-, kustomize-, helm-controller), a TLS OCI registry and a git server on "
+          "loopback…", flush=True)
+    if not all(Built.default(comp).is_built() for comp in COMPONENTS):
+        print("building them from their Go modules first (once; about 20 minutes cold on 2 cores, a minute with Go's "
+              "caches warm; `make control-plane` does it ahead of time)…", flush=True)
     crds = await anyio.to_thread.run_sync(flux_crds)
     await install_crds(client, crds)
     stack = FluxStack(plane, log_dir=logs / "flux")
