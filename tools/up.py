@@ -44,10 +44,11 @@ from shared.domain.group import GROUP
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESSES
 from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound
-from tools.controlplane import LocalControlPlane
+from tools.controlplane import BuildError, LocalControlPlane
 from tools.controlplane.flux import COMPONENTS, Built
 from tools.crds import all_crds, install_crds
-from tools.flux_stack import FluxStack, flux_crds
+from tools.flux_stack import FluxStack, FluxStackError, flux_crds
+from tools.git_http import GitServerError
 from tools.http_receiver import HttpReceiver, RecordedRequest
 from tools.nats_server import NatsServer, NatsServerError
 from tools.ops import format_table
@@ -552,7 +553,13 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
         else:
             await install_all_crds(client)
             if args.flux == "real":
-                stack = await start_real_flux(client, target.plane, examples, logs)
+                try:
+                    stack = await start_real_flux(client, target.plane, examples, logs)
+                except (BuildError, FluxStackError, GitServerError) as err:
+                    print(f"tatara: real Flux did not start: {err}\n(--flux=standin runs the Flux stand-in "
+                          "instead)", file=sys.stderr, flush=True)
+                    tg.cancel_scope.cancel()
+                    return 1
             assert nats is not None
             sinks = Sinks(nats, HttpReceiver(port=args.receiver_port, on_request=_print_request),
                           nats_streams(ex.doc for ex in examples if ex.kind == "Process"))

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.e2e.test_up import EXPECTED_PHASES, ROOT
+from tools.controlplane.build import Toolchain
 from tools.controlplane.cluster import free_port
 
 
@@ -54,3 +55,28 @@ def processes_mentioning(text: str) -> list[str]:
         if text in cmdline or text in environ:
             found.append(cmdline)
     return found
+
+
+def test_up_that_cannot_build_real_flux_says_so_and_exits_1_leaving_nothing(tmp_path: Path) -> None:
+    # a cache holding the control plane (symlinked) but no Flux, and no `go` on PATH to build it with
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    plane_cache = Toolchain.default().root.parent
+    (cache / plane_cache.name).symlink_to(plane_cache)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and not (Path(p) / "go").exists())
+    env = {**{k: v for k, v in os.environ.items() if k != "KUBECONFIG"}, "TATARA_CACHE_DIR": str(cache), "PATH": path}
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.cli", "up", "--exit-when-settled", "--timeout", "60",
+         "--reconciler-port", str(free_port()), "--pool-port", str(free_port()),
+         "--nats-port", str(free_port()), "--receiver-port", str(free_port())],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "tatara: real Flux did not start: `go` is not on PATH" in result.stderr
+    assert "--flux=standin" in result.stderr
+    assert "Traceback" not in result.stderr
+    (server,) = [line.rsplit(": ", 1)[1] for line in result.stdout.splitlines()
+                 if line.startswith("local control plane ready")]
+    # the plane it started is stopped again: no process serves on its port
+    assert not processes_mentioning(f"--secure-port={server.rsplit(':', 1)[1]}")
+    assert not list(cache.glob("flux/*/bin/*"))
