@@ -19,6 +19,7 @@ from typing import Any, Final
 import msgspec
 import yaml
 
+from shared.domain.group import GROUP
 from shared.domain.resources import GIT_REPOSITORIES
 from shared.kube.client import CONFIG_MAPS, KubeClient, Resource
 from tools.flux_stack import FLUX_NAMESPACE, FluxStack
@@ -143,7 +144,7 @@ def sops_secret(namespace: str) -> dict[str, Any]:
     """The empty ``sops-age`` Secret: decryption configured, no key (nothing local is encrypted)."""
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": SOPS_SECRET, "namespace": namespace, "annotations": {
-                "tatara.pleme.io/note": "created by tatara up: the rendered Kustomization decrypts with SOPS "
+                f"examples.{GROUP}/note": "created by tatara up: the rendered Kustomization decrypts with SOPS "
                                         "by default; put age keys here as <name>.agekey"}}}
 
 
