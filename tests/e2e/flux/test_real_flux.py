@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shared.domain.resources import GIT_REPOSITORIES, HELM_RELEASES, KUSTOMIZATIONS, PROCESSES
+from shared.domain.resources import GIT_REPOSITORIES, HELM_RELEASES, HELM_REPOSITORIES, KUSTOMIZATIONS, PROCESSES
 from shared.kube.client import CONFIG_MAPS, KubeClient, Resource
 from tests.e2e.test_rbac import read
 from tests.integration.reconciler.conftest import reconciler_running
@@ -164,3 +164,29 @@ async def test_a_missing_tag_keeps_the_process_running_with_the_reason_until_the
         flux.push_chart(repository, "late", "2.0.0", {"release.yaml": CHART_TEMPLATE})
         await phase(fkc, fns, "late", "Attested")
         assert await read(fkc, CONFIG_MAPS, "late-release", fns) is not None
+
+
+async def test_real_source_controller_behaves_as_the_standin_says(fkc: KubeClient, fns: str, flux: FluxStack) -> None:
+    """The facts tools/standins/flux.py copies, checked on the real controller: no status on an OCI
+    HelmRepository; a retried failure is Ready=False + Reconciling, not Stalled, at observedGeneration -1."""
+    def helm_repository(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmRepository",
+                "metadata": {"name": name}, "spec": {"interval": "5m", **spec}}
+
+    await fkc.create(HELM_REPOSITORIES, helm_repository("oci", {"type": "oci", "url": flux.oci_url("charts")}), fns)
+    await fkc.create(HELM_REPOSITORIES, helm_repository("unreachable", {"url": "https://127.0.0.1:1/charts"}), fns)
+
+    async def judged() -> dict[str, Any] | None:
+        doc = await read(fkc, HELM_REPOSITORIES, "unreachable", fns)
+        return doc if doc and ready_condition(doc.get("status") or {}) else None
+
+    # created after the OCI one, judged by the same controller: by then the OCI one has been seen
+    doc = await wait_for(judged, timeout=WITHIN, interval=0.5, what="the unreachable HelmRepository judged")
+    conds = {c["type"]: c for c in doc["status"]["conditions"]}
+    assert conds["Ready"]["status"] == "False"
+    assert conds["Reconciling"]["status"] == "True"
+    assert "Stalled" not in conds
+    assert doc["status"]["observedGeneration"] == -1
+    oci = await read(fkc, HELM_REPOSITORIES, "oci", fns)
+    assert oci is not None
+    assert "conditions" not in (oci.get("status") or {})
