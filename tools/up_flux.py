@@ -12,7 +12,7 @@ Pure planning (:func:`plan_local_flux`, :func:`retarget_charts`) and one executo
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -149,7 +149,7 @@ def sops_secret(namespace: str) -> dict[str, Any]:
 
 
 async def serve_examples(client: KubeClient, stack: FluxStack, plan: LocalFlux,
-                         ensure_namespace: Any) -> list[str]:
+                         ensure_namespace: Callable[[KubeClient, str], Awaitable[None]]) -> list[str]:
     """Push the charts, commit the git trees, apply the GitRepositories and Secrets; return one line per thing
     done (for ``tatara up`` to print). ``ensure_namespace(client, name)`` creates a namespace if missing.
 

@@ -1,7 +1,7 @@
 """Build the real Flux controllers, the OCI registry and ``oras`` from their published Go modules.
 
 None of them is packaged for this platform, so they are compiled like the local control plane
-(:mod:`tools.controlplane.build`, README.md#real-flux):
+(:mod:`tools.controlplane.build`, README.md#real-flux-locally, docs/architecture.md#real-flux):
 
 - each component gets its own wrapper module in the cache folder (the three controllers pin
   different ``go-digest`` versions, so one shared module cannot hold them all); its go.mod copies
