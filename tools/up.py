@@ -433,8 +433,8 @@ async def start_real_flux(client: KubeClient, plane: LocalControlPlane, examples
     crds = await anyio.to_thread.run_sync(flux_crds)
     await install_crds(client, crds)
     stack = FluxStack(plane, log_dir=logs / "flux")
-    await anyio.to_thread.run_sync(stack.start)
     try:
+        await anyio.to_thread.run_sync(stack.start)  # not cancellable: a Ctrl-C lands once it is up, then stops it
         plan = plan_local_flux(ex.doc for ex in examples)
         for ex in examples:
             ex.doc = retarget_charts(ex.doc, stack.registry)
