@@ -62,6 +62,7 @@ def test_up_that_cannot_build_real_flux_says_so_and_exits_1_leaving_nothing(tmp_
     cache = tmp_path / "cache"
     cache.mkdir()
     plane_cache = Toolchain.default().root.parent
+    Toolchain.default().ensure_built()  # the plane itself must start (built first on a clean machine)
     (cache / plane_cache.name).symlink_to(plane_cache)
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
                            if p and not (Path(p) / "go").exists())
