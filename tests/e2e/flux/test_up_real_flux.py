@@ -13,9 +13,11 @@ from pathlib import Path
 from tests.e2e.test_up import EXPECTED_PHASES, ROOT
 from tools.controlplane.build import Toolchain
 from tools.controlplane.cluster import free_port
+from tools.controlplane.flux import ensure_all_built
 
 
 def test_up_with_real_flux_applies_the_examples_and_stops_everything() -> None:
+    ensure_all_built()  # built here on a clean machine, so the subprocess's timeout covers only the run
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     ports = free_port(), free_port()
     result = subprocess.run(
