@@ -11,7 +11,7 @@ $(BIN)/.installed: pyproject.toml tools/pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]' -e ./tools
 	touch $@
 
-## run: the whole product locally (tatara up): control plane, CRDs, both reconcilers, NATS + HTTP receiver, Flux and Job runner stand-ins, examples/
+## run: the whole product locally (tatara up): control plane, CRDs, both reconcilers, real Flux (registry + git server), NATS + HTTP receiver, Job runner stand-in, examples/
 run: $(BIN)/.installed
 	$(BIN)/tatara up
 
@@ -28,9 +28,10 @@ lint: $(BIN)/.installed
 unit: $(BIN)/.installed
 	$(BIN)/pytest -m "not integration"
 
-## control-plane: build kube-apiserver, kube-controller-manager, etcd, helm and kubeconform if not cached
+## control-plane: build kube-apiserver, kube-controller-manager, etcd, helm, kubeconform, the Flux controllers, the registry and oras if not cached
 control-plane: $(BIN)/.installed
 	$(BIN)/tatara control-plane build
+	$(BIN)/python -m tools.controlplane.flux
 	$(BIN)/python -m tools.helm_bin
 	$(BIN)/python -m tools.kubeconform_bin
 

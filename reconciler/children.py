@@ -16,6 +16,7 @@ from shared.domain.resources import FLUX_KINDS
 
 __all__ = [
     "FLUX_API_GROUPS",
+    "NEVER_SUCCEEDED",
     "TERMINAL_REASONS",
     "ChildRef",
     "ChildState",
@@ -91,12 +92,41 @@ def _first(conds: list[Document], type_: str) -> Document | None:
     return next((c for c in conds if c.get("type") == type_), None)
 
 
+NEVER_SUCCEEDED: Final = -1
+"""``status.observedGeneration`` Flux keeps until an object's first successful reconcile."""
+
+
+def _current(value: object, generation: object) -> bool:
+    """True unless ``value`` and ``generation`` are both integers and ``value`` is behind."""
+    return not (isinstance(value, int) and isinstance(generation, int) and value < generation)
+
+
+def _fresh(doc: Document, cond: Document, ready: bool | None) -> bool:
+    """Whether ``cond`` (a Ready or Stalled condition) speaks of the object's current generation.
+
+    The condition's own ``observedGeneration`` decides when it has one; else ``status.observedGeneration``
+    does, except that a failure next to Flux's ``-1`` ("never succeeded") is current: Flux moves
+    ``status.observedGeneration`` on success only (docs/behaviour.md#child-readiness). A success needs
+    both to be current.
+    """
+    generation = _mapping(doc.get("metadata")).get("generation")
+    observed = _mapping(doc.get("status")).get("observedGeneration")
+    own = cond.get("observedGeneration")
+    if ready is True:
+        return _current(own, generation) and _current(observed, generation)
+    if isinstance(own, int):
+        return _current(own, generation)
+    return observed == NEVER_SUCCEEDED or _current(observed, generation)
+
+
 def child_state(doc: Document) -> ChildState:
     """Readiness of a Flux/kstatus object.
 
     ``ready``: the first ``Ready`` condition — ``"True"`` → True, ``"False"`` → False, else None;
-    None too while ``status.observedGeneration`` is behind ``metadata.generation`` (stale status).
-    ``stalled``: ``Stalled=True``, or ``Ready=False`` with a reason in :data:`TERMINAL_REASONS`.
+    None too while that condition is stale (:func:`_fresh`: a success needs ``status.observedGeneration``
+    and the condition's own to be current; a failure needs the condition's, so Flux's ``Ready=False``
+    with ``observedGeneration: -1`` reads as not ready, with its reason and message).
+    ``stalled``: a current ``Stalled=True``, or ``Ready=False`` with a reason in :data:`TERMINAL_REASONS`.
     ``reason``/``message``: from the Stalled condition when stalled, else from Ready.
     """
     conds = _conditions(doc)
@@ -105,13 +135,11 @@ def child_state(doc: Document) -> ChildState:
     ready: bool | None = None
     if ready_cond is not None:
         ready = {"True": True, "False": False}.get(str(ready_cond.get("status")))
-    observed = _mapping(doc.get("status")).get("observedGeneration")
-    generation = _mapping(doc.get("metadata")).get("generation")
-    if isinstance(observed, int) and isinstance(generation, int) and observed < generation:
-        ready = None
+        if not _fresh(doc, ready_cond, ready):
+            ready = None
     stalled = False
     source = ready_cond
-    if stalled_cond is not None and stalled_cond.get("status") == "True":
+    if stalled_cond is not None and stalled_cond.get("status") == "True" and _fresh(doc, stalled_cond, False):
         stalled, source = True, stalled_cond
     elif ready is False and ready_cond is not None and ready_cond.get("reason") in TERMINAL_REASONS:
         stalled = True

@@ -442,6 +442,21 @@ def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, Chil
     return out, changed, stalled
 
 
+CHILD_NOT_READY = "ChildNotReady"
+"""Reason of a Running Process whose child Flux reports ``Ready=False`` (still retried, not stalled)."""
+
+
+def _failing_child_message(observed: Observed, refs: Sequence[FluxResourceRef]) -> str | None:
+    """``<Kind> <ns>/<name> not ready: <reason>: <message>`` for the first child Flux reports ``Ready=False``
+    (docs/behaviour.md#running), None when no child has failed (they are only in progress)."""
+    for ref in refs:
+        state = observed.children.get(ChildRef(ref.api_version, ref.kind, ref.namespace, ref.name))
+        if state is not None and state.ready is False:
+            detail = ": ".join(part for part in (state.reason, state.message) if part) or "Ready=False"
+            return f"{ref.kind} {ref.namespace}/{ref.name} not ready: {detail}"
+    return None
+
+
 def decide_running(observed: Observed, deps: Deps) -> Decision:
     """Deploy and verify: TTL → Exiting; a stalled child or the boundary timeout → Failed; wait for
     every child's Ready and the postconditions; then attest → Attested."""
@@ -467,7 +482,11 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
     fresh = StatusPatch(flux_resources=refs) if changed else None
     wait = _converging_wait(observed, min(observed.heartbeat_seconds, _heartbeat(observed)))
     if not all(r.ready for r in refs):
-        return Decision(status=fresh, requeue_after=wait)
+        failing = _failing_child_message(observed, refs)
+        if failing is None or failing == _status_message(process):
+            return Decision(status=fresh, requeue_after=wait)
+        status = merged(_message_write(observed, failing, reason=CHILD_NOT_READY), fresh)
+        return Decision(status=status, events=(Event.warning(CHILD_NOT_READY, failing),), requeue_after=wait)
 
     post = process.spec.boundary.postconditions
     rows: tuple[CheckedCondition, ...] = ()

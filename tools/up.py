@@ -1,7 +1,9 @@
 """``tatara up``: the whole product locally in one command.
 
-Starts the local control plane, installs the CRDs, runs both reconcilers as real subprocesses, the Flux
-and Job runner stand-ins in-process, a NATS server (JetStream) and an HTTP receiver on loopback for the
+Starts the local control plane, installs the CRDs, runs both reconcilers as real subprocesses, real Flux
+(source-, kustomize- and helm-controller with a TLS registry and a git server serving the examples'
+charts and paths, :mod:`tools.up_flux`; ``--flux=standin``: the Flux stand-in in-process instead), the Job
+runner stand-in in-process, a NATS server (JetStream) and an HTTP receiver on loopback for the
 exports, applies ``examples/``, shows their progress (and their export Jobs and receipts) until every
 example reaches the state its ``examples.tatara.pleme.io/expect`` annotation names, then keeps running
 until Ctrl-C / SIGTERM and stops everything it started.
@@ -44,8 +46,11 @@ from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient, Resource
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.meta import ObjectMeta
-from tools.controlplane import LocalControlPlane
+from tools.controlplane import BuildError, LocalControlPlane
+from tools.controlplane.flux import COMPONENTS, Built
 from tools.crds import all_crds, install_crds
+from tools.flux_stack import FluxStack, FluxStackError, flux_crds
+from tools.git_http import GitServerError
 from tools.http_receiver import HttpReceiver, RecordedRequest
 from tools.nats_server import NatsServer, NatsServerError
 from tools.ops import format_table
@@ -71,6 +76,7 @@ from tools.up_exports import (
     retarget_exports,
     stream_messages,
 )
+from tools.up_flux import flux_applied, plan_local_flux, retarget_charts, serve_examples
 from tools.wait import wait_for
 
 EXPECT = f"examples.{GROUP}/expect"
@@ -498,8 +504,37 @@ async def announce_ready(daemons: list[Daemon]) -> None:
 
 def start_standin(tg: anyio.abc.TaskGroup, client: KubeClient) -> None:
     tg.start_soon(FluxStandIn(client).run)
-    print("Flux STAND-IN running: no real Flux runs locally; a stand-in marks Kustomizations, "
+    print("Flux STAND-IN running (--flux=standin): no real Flux runs; a stand-in marks Kustomizations, "
           "HelmReleases and sources Ready as Flux would.", flush=True)
+
+
+async def start_real_flux(client: KubeClient, plane: LocalControlPlane, examples: list[Example],
+                          logs: Path) -> FluxStack:
+    """Install the real Flux CRDs (over the schema-only copies), start the controllers, the TLS registry and
+    the git server (built on first use), serve what the examples need and point their charts at the local
+    registry (docs/architecture.md#real-flux). The caller stops the returned stack."""
+    print("starting real Flux (source-, kustomize-, helm-controller), a TLS OCI registry and a git server on "
+          "loopback…", flush=True)
+    if not all(Built.default(comp).is_built() for comp in COMPONENTS):
+        print("building them from their Go modules first (once; about 20 minutes cold on 2 cores, a minute with Go's "
+              "caches warm; `make control-plane` does it ahead of time)…", flush=True)
+    crds = await anyio.to_thread.run_sync(flux_crds)
+    await install_crds(client, crds)
+    stack = FluxStack(plane, log_dir=logs / "flux")
+    try:
+        await anyio.to_thread.run_sync(stack.start)  # not cancellable: a Ctrl-C lands once it is up, then stops it
+        plan = plan_local_flux(ex.doc for ex in examples)
+        for ex in examples:
+            ex.doc = retarget_charts(ex.doc, stack.registry)
+        for line in await serve_examples(client, stack, plan, ensure_namespace):
+            print(f"  {line}", flush=True)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(stack.stop)
+        raise
+    print(f"real Flux running ({len(crds)} Flux CRDs installed): registry https://{stack.registry}, "
+          f"git {stack.git.url('<repo>')}; logs in {logs / 'flux'}", flush=True)
+    return stack
 
 
 def start_job_runner(tg: anyio.abc.TaskGroup, client: KubeClient, plane: LocalControlPlane, logs: Path) -> None:
@@ -545,14 +580,16 @@ def start_examples(tg: anyio.abc.TaskGroup, client: KubeClient, examples: list[E
 
 async def watch_until_settled(client: KubeClient, examples: list[Example], daemons: list[Daemon],
                               started: float, within: float, exports: ExportsView | None = None,
-                              history: PhaseHistory | None = None) -> bool:
+                              history: PhaseHistory | None = None, flux: FluxStack | None = None) -> bool:
     """Redraw the examples' progress (and their export Jobs) until all are settled (True) or ``within``
-    seconds pass (False); raise if a reconciler exits meanwhile."""
+    seconds pass (False); raise if a reconciler (or a real Flux process) exits meanwhile."""
     screen = Screen(sys.stdout)
 
     async def settled() -> bool:
         for d in daemons:
             d.check_alive()
+        if flux is not None:
+            flux.check_alive()
         await refresh(client, examples, history)
         text = render(examples, time.monotonic() - started)
         if exports is not None:
@@ -593,6 +630,7 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
         await tg.start(cancel_on_signal, tg.cancel_scope)
         reconciler_args: list[str] = []
         sinks: Sinks | None = None
+        stack: FluxStack | None = None
         if target.plane is None:
             try:
                 await prepare_real_cluster(client, args.force)
@@ -602,6 +640,14 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                 return 2
         else:
             await install_all_crds(client)
+            if args.flux == "real":
+                try:
+                    stack = await start_real_flux(client, target.plane, examples, logs)
+                except (BuildError, FluxStackError, GitServerError) as err:
+                    print(f"tatara: real Flux did not start: {err}\n(--flux=standin runs the Flux stand-in "
+                          "instead)", file=sys.stderr, flush=True)
+                    tg.cancel_scope.cancel()
+                    return 1
             assert nats is not None
             sinks = Sinks(nats, HttpReceiver(port=args.receiver_port, on_request=_print_request),
                           nats_streams(ex.doc for ex in examples if ex.kind == "Process"))
@@ -618,15 +664,23 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                 await announce_ready(daemons)
                 exports = None
                 if target.plane is not None and sinks is not None:
-                    start_standin(tg, client)
+                    if stack is None:
+                        start_standin(tg, client)
                     start_job_runner(tg, client, target.plane, logs)
                     exports = ExportsView(namespaces, http=sinks.receiver.requests)
                 history = PhaseHistory(client)
                 await tg.start(history.run)
                 start_examples(tg, client, examples, supporting, args.examples, args.timeout)
                 settled = await watch_until_settled(client, examples, daemons, started, args.timeout, exports,
-                                                    history)
-                await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled)
+                                                    history, stack)
+                extra: dict[str, Any] = {}
+                if stack is not None:
+                    applied = await flux_applied(client, sorted({ex.namespace for ex in examples}))
+                    print(f"real Flux applied {len(applied)} ConfigMap(s): {', '.join(applied) or '-'} "
+                          "(kubectl get cm -n <namespace>)", flush=True)
+                    extra["flux"] = {"registry": stack.registry, "dir": str(stack.dir), "applied": applied}
+                await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled,
+                                    extra=extra)
                 if settled and not args.exit_when_settled:
                     print("Ctrl-C stops everything.", flush=True)
                     await anyio.sleep_forever()
@@ -634,14 +688,17 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                 if not settled:
                     return 1
         finally:
-            if sinks is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if sinks is not None:
                     await sinks.receiver.stop()
+                if stack is not None:
+                    await anyio.to_thread.run_sync(stack.stop)
     return 0
 
 
 async def print_summary(examples: list[Example], started: float, kubeconfig: Path, daemons: list[Daemon],
-                        sinks: Sinks | None, exports: ExportsView | None, *, settled: bool) -> None:
+                        sinks: Sinks | None, exports: ExportsView | None, *, settled: bool,
+                        extra: dict[str, Any] | None = None) -> None:
     seconds = time.monotonic() - started
     if settled:
         print(f"all {len(examples)} examples settled in {seconds:.1f} s", flush=True)
@@ -669,6 +726,7 @@ async def print_summary(examples: list[Example], started: float, kubeconfig: Pat
             "stream_messages": messages,
             "jobs": [{"namespace": r.namespace, "name": r.name, "state": r.state, "receipt": r.receipt}
                      for r in exports.rows.values()]}
+    summary.update(extra or {})
     print("SUMMARY " + json.dumps(summary), flush=True)
 
 
@@ -690,13 +748,17 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def add_subcommand(sub: Any) -> None:
-    up = sub.add_parser("up", help="run everything locally: control plane, CRDs, both reconcilers, Flux and Job "
-                                   "runner stand-ins, NATS and an HTTP receiver, the examples; until Ctrl-C")
+    up = sub.add_parser("up", help="run everything locally: control plane, CRDs, both reconcilers, real Flux "
+                                   "(or its stand-in), the Job runner stand-in, NATS and an HTTP receiver, the "
+                                   "examples; until Ctrl-C")
     up.add_argument("--kubeconfig", default=None,
                     help="use this cluster instead of a local control plane (default: $KUBECONFIG if set); "
                          "only missing CRDs are installed and no stand-in runs there")
     up.add_argument("--force", action="store_true",
                     help="run on a cluster that already runs a tatara controller (held Lease or Deployment)")
+    up.add_argument("--flux", choices=("real", "standin"), default="real",
+                    help="local plane only: run the real Flux controllers with a local registry and git server "
+                         "(default; built from their Go modules on first use), or the fast Flux stand-in")
     up.add_argument("--examples", default=str(default_examples()),
                     help="directory of example YAML to apply (and lisp/*.lisp, compiled as tatara compile does)")
     up.add_argument("--exit-when-settled", action="store_true",

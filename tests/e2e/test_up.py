@@ -1,6 +1,6 @@
-"""``tatara up --exit-when-settled`` as a real subprocess: its own control plane, both reconcilers as
-subprocesses, the Flux stand-in, every example (the compiled Lisp matrix too) reaching the state it
-declares, and nothing left running."""
+"""``tatara up --flux=standin --exit-when-settled`` as a real subprocess: its own control plane, both reconcilers as
+subprocesses, the Flux stand-in, every example (the compiled Lisp matrix too) reaching the state it declares,
+and nothing left running. The same with real Flux (the default): tests/e2e/flux/test_up_real_flux.py."""
 
 from __future__ import annotations
 
@@ -13,40 +13,42 @@ from pathlib import Path
 from tools.controlplane.cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+EXPECTED_PHASES = {
+    ("Process", "podinfo"): "Attested",
+    ("Process", "family"): "Attested",
+    ("Process", "family-web"): "Attested",
+    ("Process", "family-worker"): "Attested",
+    ("Process", "scratch"): "Gone after Attested",
+    ("Process", "release-train"): "Gone after Attested",
+    ("EphemeralPool", "warm"): "Steady",
+    ("EphemeralAllocation", "ci-run-1"): "Bound",
+    ("Process", "closed-loop-attest"): "Running",
+    ("Process", "observability-stack"): "Forking",
+    # examples/lisp/echo-sweep.lisp, compiled as `tatara compile` does: four ephemeral environments,
+    # one at a time (maxConcurrent 1), each attested (its CEL postcondition held), then torn down
+    **{("Process", f"echo-sweep-version-{v}-replicas-{r}"): "Gone after Attested"
+       for v in ("0-5-4", "0-5-5") for r in (1, 3)},
+}
+"""What each example's ``examples.tatara.pleme.io/expect`` annotation says, read independently of tatara up."""
 
 
-def test_up_brings_every_example_to_its_expected_state_and_stops_cleanly() -> None:
+def test_up_with_the_flux_standin_brings_every_example_to_its_expected_state_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     ports = free_port(), free_port()
     nats_port, receiver_port = free_port(), free_port()
     result = subprocess.run(
-        [sys.executable, "-m", "tools.cli", "up", "--exit-when-settled", "--timeout", "240",
+        [sys.executable, "-m", "tools.cli", "up", "--flux=standin", "--exit-when-settled", "--timeout", "240",
          "--reconciler-port", str(ports[0]), "--pool-port", str(ports[1]),
          "--nats-port", str(nats_port), "--receiver-port", str(receiver_port)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert "Flux STAND-IN running: no real Flux runs locally" in result.stdout
+    assert "Flux STAND-IN running (--flux=standin): no real Flux runs" in result.stdout
     assert "Job runner STAND-IN running: no kubelet locally" in result.stdout
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("SUMMARY ")]
     summary = json.loads(line.removeprefix("SUMMARY "))
     assert summary["settled"] is True
     phases = {(e["kind"], e["name"]): e["phase"] for e in summary["examples"]}
-    assert phases == {
-        ("Process", "podinfo"): "Attested",
-        ("Process", "family"): "Attested",
-        ("Process", "family-web"): "Attested",
-        ("Process", "family-worker"): "Attested",
-        ("Process", "scratch"): "Gone after Attested",
-        ("Process", "release-train"): "Gone after Attested",
-        ("EphemeralPool", "warm"): "Steady",
-        ("EphemeralAllocation", "ci-run-1"): "Bound",
-        ("Process", "closed-loop-attest"): "Running",
-        ("Process", "observability-stack"): "Forking",
-        # examples/lisp/echo-sweep.lisp, compiled as `tatara compile` does: four ephemeral environments,
-        # one at a time (maxConcurrent 1), each attested (its CEL postcondition held), then torn down
-        **{("Process", f"echo-sweep-version-{v}-replicas-{r}"): "Gone after Attested"
-           for v in ("0-5-4", "0-5-5") for r in (1, 3)},
-    }
+    assert phases == EXPECTED_PHASES
     pids = {e["name"]: e["pid"] for e in summary["examples"]}
     assert pids["family-web"].startswith(pids["family"] + ".")
     assert pids["family-worker"].startswith(pids["family"] + ".")

@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from tools.controlplane.build import Toolchain
-from tools.controlplane.pki import CertificateAuthority, service_account_signing_key
+from tools.controlplane.pki import CertificateAuthority, KeyPair, service_account_signing_key
 from tools.processes import log_tail, stop_process_groups
 
 log = logging.getLogger(__name__)
@@ -144,6 +144,13 @@ class LocalControlPlane:
         self._write_kubeconfig(path, user, cert, key)
         return path
 
+    def issue_server(self, hosts: list[str]) -> KeyPair:
+        """A serving certificate for ``hosts`` signed by the plane's CA, so a client that trusts
+        :attr:`ca_file` (as every component of the plane does) trusts the server too."""
+        if self._ca is None:
+            raise ControlPlaneError("control plane not started")
+        return self._ca.issue_server(hosts)
+
     def start(self, attempts: int = 3) -> LocalControlPlane:
         """Build binaries if missing, start every component, wait until ready.
 
@@ -189,7 +196,7 @@ class LocalControlPlane:
         component = self._component("kube-apiserver")
         component.stop()
         component.start()
-        self._wait(component, lambda: _http_ok(f"{self.server}/readyz", self._admin_ssl()))
+        self._wait(component, lambda: http_ok(f"{self.server}/readyz", self._admin_ssl()))
 
     @contextlib.contextmanager
     def apiserver_paused(self) -> Iterator[None]:
@@ -258,7 +265,7 @@ class LocalControlPlane:
             "--unsafe-no-fsync=true",
             "--log-level=warn",
         ])
-        self._wait(etcd, lambda: _http_ok(f"{etcd_url}/health"))
+        self._wait(etcd, lambda: http_ok(f"{etcd_url}/health"))
 
         apiserver = self._launch("kube-apiserver", [
             str(self.toolchain.binary("kube-apiserver")),
@@ -281,7 +288,7 @@ class LocalControlPlane:
             "-v=1",
         ])
         ssl_ctx = self._admin_ssl()
-        self._wait(apiserver, lambda: _http_ok(f"{self.server}/readyz", ssl_ctx))
+        self._wait(apiserver, lambda: http_ok(f"{self.server}/readyz", ssl_ctx))
 
         if self.controller_manager:
             kcm_port = free_port()
@@ -303,7 +310,7 @@ class LocalControlPlane:
             insecure = ssl.create_default_context()
             insecure.check_hostname = False
             insecure.verify_mode = ssl.CERT_NONE
-            self._wait(kcm, lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure))
+            self._wait(kcm, lambda: http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure))
 
     def _launch(self, name: str, args: list[str]) -> _Component:
         component = _Component(name, args, self.dir / f"{name}.log")
@@ -345,7 +352,8 @@ def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
         return result
 
 
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    """True when ``url`` answers 200 within 2 s (``context`` for TLS); False on any error or other status."""
     try:
         with urllib.request.urlopen(url, timeout=2, context=context) as resp:
             return int(resp.status) == 200

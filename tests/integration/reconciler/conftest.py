@@ -5,7 +5,7 @@ The CRDs and the `kc` client come from tests/integration/conftest.py.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -14,11 +14,9 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.app import build
 from reconciler.config import ReconcilerConfig
-from shared.kube.client import KubeClient, Resource
+from shared.kube.client import KubeClient
 from shared.kube.manager import Manager
-from tools.standins.flux import FluxStandIn
-
-Verdict = Callable[[Resource, dict[str, Any]], str | None]
+from tools.standins.flux import FluxStandIn, Verdict
 
 NO_HEARTBEAT = 3600
 """A HEARTBEAT far beyond any wait of these tests: what happens must have been asked for (a TICK) or
@@ -28,11 +26,13 @@ woken by a watch."""
 @asynccontextmanager
 async def reconciler_running(client: KubeClient, namespace: str, *, verdict: Verdict | None = None,
                              flux_delay: float = 0.0, heartbeat_seconds: int = 30,
-                             dns_lb_target: str = "", **settings: Any) -> AsyncIterator[Manager]:
+                             dns_lb_target: str = "", standin: bool = True,
+                             **settings: Any) -> AsyncIterator[Manager]:
     """The reconciler (leader election off, health on an ephemeral port) and a Flux stand-in, for one namespace.
 
     ``heartbeat_seconds`` is HEARTBEAT (a test that proves a watch or a TICK, not the heartbeat, woke a
     Process sets it far beyond its own timeout); ``dns_lb_target`` makes routing render DNSEndpoints;
+    ``standin=False`` starts no Flux stand-in (real Flux judges the children: tests/e2e/flux);
     ``settings`` are further :class:`ReconcilerConfig` fields (e.g. ``export_worker_image``).
     Yields the manager (``manager.idle()`` tells when its queue has settled)."""
     config = ReconcilerConfig(watch_namespace=namespace, leader_elect=False, health_host="127.0.0.1",
@@ -41,7 +41,8 @@ async def reconciler_running(client: KubeClient, namespace: str, *, verdict: Ver
     manager = build(client, config, registry=CollectorRegistry(), handle_signals=False)
     async with anyio.create_task_group() as tg:
         tg.start_soon(manager.run)
-        tg.start_soon(FluxStandIn(client, namespace=namespace, verdict=verdict, delay=flux_delay).run)
+        if standin:
+            tg.start_soon(FluxStandIn(client, namespace=namespace, verdict=verdict, delay=flux_delay).run)
         try:
             yield manager
         finally:

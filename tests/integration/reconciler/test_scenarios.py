@@ -18,7 +18,7 @@ from shared.kube.errors import NotFound
 from tests.integration.reconciler.conftest import NO_HEARTBEAT, reconciler_running
 from tests.integration.reconciler.test_lifecycle import flux_process, phase_of, read
 from tests.support.kube import load_yaml_docs, wait_for
-from tools.standins.flux import HELM_RELEASES, KUSTOMIZATIONS, OCI_REPOSITORIES
+from tools.standins.flux import HELM_RELEASES, KUSTOMIZATIONS, OCI_REPOSITORIES, Failure
 
 pytestmark = pytest.mark.anyio
 
@@ -244,8 +244,9 @@ async def _failed_then_reaped(kc: KubeClient, namespace: str, name: str) -> dict
 
 
 async def test_a_stalled_helmrelease_fails_the_process_then_it_is_reaped(kc: KubeClient, namespace: str) -> None:
-    def verdict(resource: Resource, obj: dict[str, Any]) -> str | None:
-        return "InstallFailed" if resource is HELM_RELEASES else None
+    def verdict(resource: Resource, obj: dict[str, Any]) -> Failure | None:
+        # helm-controller once its install retries are spent: Ready=False InstallFailed, Stalled RetriesExceeded
+        return Failure("InstallFailed", stalled="RetriesExceeded") if resource is HELM_RELEASES else None
 
     async with reconciler_running(kc, namespace, verdict=verdict):
         await kc.create(PROCESSES, ephemeral_helm_process("stalls"), namespace)

@@ -574,6 +574,21 @@ def test_running_records_a_changed_child_message_once() -> None:
     assert d.transition is None
 
 
+def test_running_with_a_failing_child_says_why_in_its_message_and_ready_condition_once() -> None:
+    failing = {KS: ChildState(ref=KS, ready=False, reason="BuildFailed", message='secrets "sops-age" not found')}
+    d = decide(obs(running(), children=failing))
+    expected = f'Kustomization {KS.namespace}/{KS.name} not ready: BuildFailed: secrets "sops-age" not found'
+    assert d.transition is None
+    assert sent(d)["message"] == expected
+    ready_cond = next(c for c in sent(d)["conditions"] if c["type"] == "Ready")
+    assert (ready_cond["status"], ready_cond["reason"], ready_cond["message"]) == ("False", "ChildNotReady", expected)
+    assert [(e.type.value, e.reason) for e in d.events] == [("Warning", "ChildNotReady")]
+    # the same failure on the next pass: nothing new to say
+    again = decide(obs(make("Running", message=expected, fluxResources=sent(d)["fluxResources"]), children=failing))
+    assert again.status is None
+    assert not again.events
+
+
 def test_running_with_every_child_ready_attests_generation_0() -> None:
     d = decide(obs(running(), children=ready(True)))
     goes_to(d, P.RUNNING, P.ATTESTED)
