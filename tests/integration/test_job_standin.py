@@ -122,6 +122,12 @@ async def test_the_real_worker_runs_with_the_charts_rbac_ships_to_stdout_and_the
                                          args=worker_args(spec, namespace, "proc", 0)), namespace)
         status = await wait_for(lambda: finished(kc, namespace, "proc-export-0"), timeout=90,
                                 what="the Job to finish")
+
+        async def completed_event() -> bool:
+            return "Completed" in {e["reason"] for e in await events_of(kc, namespace, "proc-export-0")}
+
+        # the Event follows the status write: wait for it while the stand-in still runs
+        await wait_for(completed_event, what="the Completed Event")
     cm, envelope = await receipt(kc, namespace, "proc-export-0-receipt")
     # Written by the worker under the ServiceAccount's token (the API server records who applied it).
     assert {f["manager"] for f in cm["metadata"]["managedFields"]} == {"tatara-export-worker"}
@@ -142,10 +148,6 @@ async def test_the_real_worker_runs_with_the_charts_rbac_ships_to_stdout_and_the
     assert (status["succeeded"], status.get("active", 0), status.get("failed", 0)) == (1, 0, 0)
     assert status["startTime"] <= status["completionTime"]
     assert runner.runs == 1
-    async def completed_event() -> bool:
-        return "Completed" in {e["reason"] for e in await events_of(kc, namespace, "proc-export-0")}
-
-    await wait_for(completed_event, what="the Completed Event")  # it follows the status write
 
 
 async def warning_events(kc: KubeClient, namespace: str, name: str) -> list[dict[str, Any]] | None:
@@ -165,6 +167,9 @@ async def test_an_export_the_receiver_rejects_is_retried_per_backoff_limit_then_
                                              args=worker_args(spec, namespace, "proc", 1)), namespace)
             status = await wait_for(lambda: finished(kc, namespace, "proc-export-1"), timeout=90,
                                     what="the Job to fail")
+            # the Event follows the status write that failed the Job: wait for it while the stand-in runs
+            warnings = await wait_for(lambda: warning_events(kc, namespace, "proc-export-1"),
+                                      what="the Warning Event")
         assert len(receiver.requests) == 2, "one POST per run: the first run and its one retry"
         assert {r.header("X-Tatara-Signal-Type") for r in receiver.requests} == {"marker"}
     kinds = conditions(status)
@@ -177,8 +182,6 @@ async def test_an_export_the_receiver_rejects_is_retried_per_backoff_limit_then_
     _, envelope = await receipt(kc, namespace, "proc-export-1-receipt")
     assert envelope["evidence"]["outcome"] == "Rejected"
     assert envelope["evidence"]["error"].startswith("HTTP 500")
-    # the Event follows the status write that failed the Job: wait for it rather than race it
-    warnings = await wait_for(lambda: warning_events(kc, namespace, "proc-export-1"), what="the Warning Event")
     assert [e["reason"] for e in warnings] == ["BackoffLimitExceeded"]
 
 

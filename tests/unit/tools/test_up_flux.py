@@ -47,9 +47,11 @@ def test_oci_charts_are_collected_from_processes_and_pool_templates_and_retarget
     assert retarget_charts(plain, "127.0.0.1:5000") == plain
 
 
-def test_the_shipped_examples_need_one_chart_one_repository_and_a_secret() -> None:
+def test_the_shipped_examples_need_two_charts_one_repository_and_a_secret() -> None:
     plan = plan_local_flux(ex.doc for ex in load_examples(default_examples()))
-    assert plan.charts == {("pleme-io/charts", "lareira-demo-app"): frozenset({"0.5.5"})}
+    # lareira-demo-app from the YAML examples; echo-server in both versions of the Lisp matrix's axis
+    assert plan.charts == {("pleme-io/charts", "lareira-demo-app"): frozenset({"0.5.5"}),
+                           ("pleme-io/charts", "echo-server"): frozenset({"0.5.4", "0.5.5"})}
     assert set(plan.trees) == {("flux-system", "infra")}
     assert plan.sops_namespaces == frozenset({"tatara-examples"})
 
