@@ -14,7 +14,6 @@ from shared.domain.api.phase import ProcessPhase as P
 from shared.domain.kstatus import Truth
 from tests.unit.reconciler.test_phases import KS, make, obs, ready, sent
 
-
 REFS = [{"apiVersion": KS.api_version, "kind": KS.kind, "name": KS.name, "namespace": KS.namespace, "ready": True}]
 
 
@@ -108,6 +107,7 @@ def test_a_status_from_before_observed_generation_does_not_reconverge() -> None:
 
 def test_every_phase_write_carries_observed_generation() -> None:
     d = decide(obs(make("Pending")))
-    assert d.transition is not None and d.transition.target is P.FORKING
+    assert d.transition is not None
+    assert d.transition.target is P.FORKING
     assert sent(d)["observedGeneration"] == 3
     assert [c["observedGeneration"] for c in sent(d)["conditions"]] == [3, 3, 3]
