@@ -49,6 +49,7 @@ from reconciler.exports import export_index
 from reconciler.phases import TICK, decide, holds_finalizer, pid_granted, pid_refused
 from reconciler.pid import PidRefused
 from reconciler.prefetch import Prefetcher
+from reconciler.refusals import WriteRefused, refusal_decision
 from shared.domain import finalizers as fin
 from shared.domain.api.codec import decode_process
 from shared.domain.api.phase import ProcessPhase
@@ -356,10 +357,18 @@ class ProcessReconciler:
             except Conflict:
                 log.debug("the Process changed since the live read; deciding again in %.0f s", CONFLICT_REQUEUE)
                 return Outcome(Result.after(CONFLICT_REQUEUE))
+            except WriteRefused as refused:
+                await self._surface(dataclasses.replace(observed, process=basis.obj), refused)
+                raise  # the work queue's backoff retries it (docs/behaviour.md#write-failures)
             self._expect(basis.obj, decision)
             if not decision.delete_self:
                 self._own_writes.wrote(_ref(basis.obj), written)
             return Outcome(Result(requeue_after=decision.requeue_after), released=decision.released)
+
+    async def _surface(self, observed: Observed, refused: WriteRefused) -> None:
+        """Write the refusal on the Process (a stall condition, its message, a Warning Event)."""
+        written = await self.executor.execute(observed.process, refusal_decision(observed, refused))
+        self._own_writes.wrote(_ref(observed.process), written)
 
     def _expect(self, process: Process, decision: Decision) -> None:
         """Remember what ``decision`` wrote that the caches will show only later."""

@@ -27,6 +27,7 @@ from reconciler.conditions import conditions_for, phase_truth, stale_status
 from reconciler.decision import ChildSignal, Decision, Observed, SignalCount
 from reconciler.dependencies import dependency_problem, parent_problem
 from reconciler.pid import PidRefused
+from reconciler.refusals import is_refusal
 from reconciler.render import (
     IntentNotSupported,
     Manifest,
@@ -171,15 +172,18 @@ def with_fresh_status(observed: Observed, decision: Decision) -> Decision:
     """``decision``, plus a rewrite of the kstatus conditions and ``observedGeneration`` when it writes no
     conditions and the stored ones no longer say what the phase is (a phase edited by hand, a spec
     changed on a Failed or Reaped Process, a status from before ``observedGeneration``): conditions are
-    recomputed from the phase every time (docs/behaviour.md#conditions). Running and Attested with a new
-    generation are left to :func:`_spec_changed`."""
+    recomputed from the phase every time (docs/behaviour.md#conditions). A refused child write's stall
+    (:func:`reconciler.refusals.is_refusal`) is taken off the same way: the write goes only if the
+    decision's writes before it succeed (docs/behaviour.md#write-failures). Running and Attested with a
+    new generation are left to :func:`_spec_changed`."""
     process = observed.process
     if decision.status is not None and decision.status.conditions is not UNSET:
         return decision
-    if not stale_status(process) or process.status is None:
+    if process.status is None or not (stale_status(process) or is_refusal(process.status.conditions)):
         return decision
     status = process.status
-    stalled = any(c.type_ == "Stalled" and c.status == "True" for c in status.conditions)
+    stalled = not is_refusal(status.conditions) and any(c.type_ == "Stalled" and c.status == "True"
+                                                        for c in status.conditions)
     stall = True if stalled and process.phase not in (_P.ATTESTED, _P.REAPED) else None
     # the stored Ready's reason carries state (ExportsRunning): kept while Ready's status holds
     ready = next((c for c in status.conditions if c.type_ == "Ready"), None)

@@ -9,9 +9,12 @@ from typing import Any
 import pytest
 
 from reconciler.conditions import conditions_agree, phase_truth
-from reconciler.phases import decide
+from reconciler.decision import Decision
+from reconciler.phases import decide, with_fresh_status
+from reconciler.refusals import KIND_NOT_SERVED, WRITE_REFUSED, WriteRefused, refusal_decision
 from shared.domain.api.phase import ProcessPhase as P
 from shared.domain.kstatus import Truth
+from shared.kube.events import Event
 from tests.unit.reconciler.test_phases import KS, make, obs, ready, sent
 
 REFS = [{"apiVersion": KS.api_version, "kind": KS.kind, "name": KS.name, "namespace": KS.namespace, "ready": True}]
@@ -111,3 +114,39 @@ def test_every_phase_write_carries_observed_generation() -> None:
     assert d.transition.target is P.FORKING
     assert sent(d)["observedGeneration"] == 3
     assert [c["observedGeneration"] for c in sent(d)["conditions"]] == [3, 3, 3]
+
+
+# ── refused child writes (docs/behaviour.md#write-failures) ────────────────────
+
+
+@pytest.mark.parametrize(("why", "status", "detail"), [
+    (WRITE_REFUSED, 403, 'kustomizations "app" is forbidden'),
+    (WRITE_REFUSED, 422, "spec.path: Invalid value"),
+    (KIND_NOT_SERVED, 404, "the API server serves no kind Kustomization in kustomize.toolkit.fluxcd.io/v1"),
+], ids=["forbidden", "invalid", "crd-missing"])
+def test_a_refused_write_is_a_stall_naming_the_object_and_the_answer(why: str, status: int, detail: str) -> None:
+    refused = WriteRefused("apply", KS, detail, status=status, why=why)
+    d = refusal_decision(obs(make("Execing", conditions=conds("False", "True", "False", reason="Rendered"))), refused)
+    message = f"apply Kustomization ns/app refused: {detail}"
+    assert d.transition is None
+    assert sent(d)["message"] == message
+    assert [(c["type"], c["status"], c["reason"], c["message"]) for c in sent(d)["conditions"]] == [
+        ("Ready", "False", why, message), ("Reconciling", "False", why, message), ("Stalled", "True", why, message)]
+    assert sent(d)["observedGeneration"] == 3
+    assert d.events == (Event.warning(why, message),)
+    assert d.requeue_after is None
+
+
+def test_the_retry_that_repairs_an_attested_routing_child_takes_the_stall_off() -> None:
+    stall = conds("False", "False", "True", reason=WRITE_REFUSED)
+    process = make("Attested", conditions=stall, observedGeneration=3, fluxResources=REFS)
+    d = decide(obs(process, children=ready(True)))
+    assert d.transition is None
+    assert [(c["type"], c["status"]) for c in sent(d)["conditions"]] == [
+        ("Ready", "True"), ("Reconciling", "False"), ("Stalled", "False")]
+
+
+def test_a_stall_that_is_not_a_refusal_is_kept() -> None:
+    process = make("Forking", conditions=conds("False", "False", "True", reason="DependencyCycle"),
+                   observedGeneration=3)
+    assert with_fresh_status(obs(process), Decision()).status is None
