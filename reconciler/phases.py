@@ -49,7 +49,7 @@ from shared.domain.api.process import CheckedCondition, FluxResourceRef, Process
 from shared.domain.api.signal import ProcessSignal
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.duration import DurationError
-from shared.domain.identity import derive_identity
+from shared.domain.identity import derive_identity, intent_hash
 from shared.domain.labels import ROUTING_FORM
 from shared.domain.manifests.batch import Job
 from shared.kube.events import Event
@@ -157,12 +157,19 @@ def _message_write(observed: Observed, message: str, *, reason: str, stalled: bo
 def _spec_changed(observed: Observed) -> Decision | None:
     """→ Reconverging (reason ``SpecChanged``) when ``metadata.generation`` moved past the
     ``status.observedGeneration`` the children were rendered for, as a Flux object reconciles a new
-    generation by itself (docs/behaviour.md#spec-changes). None when it did not, or when the status
-    predates ``observedGeneration``."""
+    generation by itself (docs/behaviour.md#spec-changes). None when it did not, when the status
+    predates ``observedGeneration``, or, in Attested, when ``spec.intent`` (what the children are
+    rendered from) is the one attested: then :func:`with_fresh_status` only marks the generation
+    observed (a pool's bind patches a member's lifetime; routing is repaired in place and the
+    postconditions are checked on every heartbeat anyway)."""
     process = observed.process
-    seen = process.status.observed_generation if process.status is not None else None
+    status = process.status
+    seen = status.observed_generation if status is not None else None
     generation = process.metadata.generation
-    if seen is None or generation is None or seen == generation:
+    if status is None or seen is None or generation is None or seen == generation:
+        return None
+    if (process.phase is _P.ATTESTED and status.attestation is not None
+            and status.attestation.intent_hash == intent_hash(process.spec.intent)):
         return None
     return phase_write(observed, _P.RECONVERGING, f"spec changed: generation {seen} → {generation}",
                        reason="SpecChanged", requeue_after=TICK)

@@ -8,14 +8,17 @@ from typing import Any
 
 import pytest
 
+from reconciler.attestation import attest_process
 from reconciler.conditions import conditions_agree, phase_truth
 from reconciler.decision import Decision
 from reconciler.phases import decide, with_fresh_status
 from reconciler.refusals import KIND_NOT_SERVED, WRITE_REFUSED, WriteRefused, refusal_decision
 from shared.domain.api.phase import ProcessPhase as P
+from shared.domain.api.process import Process
 from shared.domain.kstatus import Truth
 from shared.kube.events import Event
-from tests.unit.reconciler.test_phases import KS, make, obs, ready, sent
+from shared.kube.meta import as_json
+from tests.unit.reconciler.test_phases import KS, NOW, make, obs, ready, sent
 
 REFS = [{"apiVersion": KS.api_version, "kind": KS.kind, "name": KS.name, "namespace": KS.namespace, "ready": True}]
 
@@ -150,3 +153,27 @@ def test_a_stall_that_is_not_a_refusal_is_kept() -> None:
     process = make("Forking", conditions=conds("False", "False", "True", reason="DependencyCycle"),
                    observedGeneration=3)
     assert with_fresh_status(obs(process), Decision()).status is None
+
+
+def attested_with(intent: dict[str, Any]) -> Process:
+    """An Attested Process at generation 3 whose status was written at generation 2, attested over ``intent``."""
+    base = make("Attested", spec={"intent": intent})
+    record = as_json(attest_process(base, now=NOW))
+    return make("Attested", conditions=conds("True", "False", "False"), observedGeneration=2, fluxResources=REFS,
+                attestation=record)
+
+
+def test_a_new_generation_with_the_attested_intent_is_only_acknowledged() -> None:
+    same = make("Running").spec.intent
+    d = decide(obs(attested_with(as_json(same)), children=ready(True)))
+    assert d.transition is None  # a pool's bind patched only the lifetime: nothing to render again
+    assert sent(d)["observedGeneration"] == 3
+    assert [(c["type"], c["status"], c["observedGeneration"]) for c in sent(d)["conditions"]] == [
+        ("Ready", "True", 3), ("Reconciling", "False", 3), ("Stalled", "False", 3)]
+
+
+def test_a_new_generation_with_another_intent_reconverges() -> None:
+    d = decide(obs(attested_with({"flux": {"gitRepository": "repo", "path": "./old"}}), children=ready(True)))
+    assert d.transition is not None
+    assert d.transition.target is P.RECONVERGING
+    assert sent(d)["message"] == "spec changed: generation 2 → 3"
