@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from typing import Any
 
 import msgspec
 
-from tools.controlplane.build import BuildError, build_once, default_cache_dir, run_go
+from tools.controlplane.build import BuildError, CachedBinary, default_cache_dir, run_go
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ _VERDICT = msgspec.json.Decoder(Verdict)
 
 @dataclass(frozen=True)
 class KstatusJudge:
-    """Where the ``kstatus-judge`` binary of one pinned cli-utils version (and one main.go) lives."""
+    """The ``kstatus-judge`` of one pinned cli-utils version (and one main.go), in folder ``root``."""
 
     root: Path
     version: str = CLI_UTILS_VERSION
@@ -77,21 +76,13 @@ class KstatusJudge:
         digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
         return cls(default_cache_dir() / "kstatus" / f"{CLI_UTILS_VERSION}-{digest}")
 
-    @property
-    def binary(self) -> Path:
-        return self.root / "kstatus-judge"
-
-    def is_built(self) -> bool:
-        return os.access(self.binary, os.X_OK)
-
     def ensure_built(self) -> Path:
-        """Build the judge if missing and return its path.
+        """The judge's path, built first when missing (:class:`~tools.controlplane.build.CachedBinary`).
 
         Raises:
             BuildError: ``go`` is not installed or a ``go`` command failed.
         """
-        build_once(self.root, self.is_built, self._build)
-        return self.binary
+        return CachedBinary(self.root / "kstatus-judge", self._build).ensure()
 
     def _build(self) -> None:
         started = time.monotonic()
@@ -106,7 +97,7 @@ class KstatusJudge:
         partial = self.root / "kstatus-judge.partial"
         run_go("build", "-trimpath", "-ldflags=-s -w", "-o", str(partial), ".", cwd=module,
                purpose="kstatus-judge", env=env)
-        partial.replace(self.binary)
+        partial.replace(self.root / "kstatus-judge")
         log.info("built kstatus-judge (cli-utils %s) in %.0f s", self.version, time.monotonic() - started)
 
     def judge(self, objects: list[dict[str, Any]], *, timeout: float = 60.0) -> list[Verdict]:
