@@ -64,6 +64,10 @@ class Verdict(msgspec.Struct, frozen=True):
 _VERDICT = msgspec.json.Decoder(Verdict)
 
 
+class JudgeError(RuntimeError):
+    """The judge refused its input (an object it cannot decode, or kstatus returned an error)."""
+
+
 @dataclass(frozen=True)
 class KstatusJudge:
     """The ``kstatus-judge`` of one pinned cli-utils version (and one main.go), in folder ``root``."""
@@ -105,11 +109,13 @@ class KstatusJudge:
 
         Raises:
             BuildError: the judge could not be built.
-            subprocess.CalledProcessError: the judge refused the input (its stderr says why).
+            JudgeError: the judge refused the input (the message is its stderr).
         """
         binary = self.ensure_built()
         stdin = b"".join(json.dumps(o).encode() + b"\n" for o in objects)
-        done = subprocess.run([str(binary)], input=stdin, capture_output=True, check=True, timeout=timeout)
+        done = subprocess.run([str(binary)], input=stdin, capture_output=True, check=False, timeout=timeout)
+        if done.returncode != 0:
+            raise JudgeError(done.stderr.decode(errors="replace").strip())
         return [_VERDICT.decode(line) for line in done.stdout.splitlines() if line.strip()]
 
 

@@ -15,6 +15,7 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
@@ -27,47 +28,48 @@ type verdict struct {
 	Message   string `json:"message"`
 }
 
-func judge(out *json.Encoder, u *unstructured.Unstructured) error {
-	res, err := status.Compute(u)
-	if err != nil {
-		return fmt.Errorf("%s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
-	}
-	return out.Encode(verdict{u.GetKind(), u.GetNamespace(), u.GetName(), res.Status.String(), res.Message})
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "kstatus-judge: "+format+"\n", args...)
+	os.Exit(1)
 }
 
 func main() {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(os.Stdin), 4096)
 	out := json.NewEncoder(os.Stdout)
 	for {
-		var obj map[string]interface{}
-		if err := dec.Decode(&obj); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			if errors.Is(err, io.EOF) {
 				return
 			}
-			fmt.Fprintln(os.Stderr, "kstatus-judge: decode:", err)
-			os.Exit(1)
+			fail("decode: %v", err)
 		}
-		if obj == nil {
+		if len(raw) == 0 || string(raw) == "null" {
 			continue
 		}
-		u := &unstructured.Unstructured{Object: obj}
-		var items []*unstructured.Unstructured
-		if u.IsList() {
-			list, err := u.ToList()
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "kstatus-judge: list:", err)
-				os.Exit(1)
-			}
-			for i := range list.Items {
-				items = append(items, &list.Items[i])
-			}
-		} else {
-			items = append(items, u)
+		// The unstructured JSON scheme keeps integers int64, as the API machinery does.
+		decoded, err := runtime.Decode(unstructured.UnstructuredJSONScheme, raw)
+		if err != nil {
+			fail("decode: %v", err)
 		}
-		for _, item := range items {
-			if err := judge(out, item); err != nil {
-				fmt.Fprintln(os.Stderr, "kstatus-judge:", err)
-				os.Exit(1)
+		var items []*unstructured.Unstructured
+		switch obj := decoded.(type) {
+		case *unstructured.Unstructured:
+			items = append(items, obj)
+		case *unstructured.UnstructuredList:
+			for i := range obj.Items {
+				items = append(items, &obj.Items[i])
+			}
+		default:
+			fail("decode: unexpected %T", decoded)
+		}
+		for _, u := range items {
+			res, err := status.Compute(u)
+			if err != nil {
+				fail("%s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+			}
+			if err := out.Encode(verdict{u.GetKind(), u.GetNamespace(), u.GetName(), res.Status.String(), res.Message}); err != nil {
+				fail("write: %v", err)
 			}
 		}
 	}
