@@ -14,12 +14,13 @@ deadline to converge (docs/behaviour.md#pids, #pool-membership, #exclusive-claim
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from shared.domain.resources import (
     PROCESSES,
 )
 from shared.kube.client import KubeClient, Resource
-from shared.kube.errors import NotFound
+from shared.kube.errors import ApiError, Conflict, NotFound
 from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, pool_doc
 from tests.integration.reconciler.test_lifecycle import flux_process
 from tests.support.kube import wait_for
@@ -129,19 +130,44 @@ class Binaries:
                          for log in sorted(self.logs.glob("*.log")))
 
 
+def transient(err: ApiError) -> bool:
+    """An answer a restarting or paused API server gives (no answer, 429, 5xx): try the call again."""
+    return err.status == 0 or err.status == 429 or err.status >= 500
+
+
+async def retried(call: Callable[[], Awaitable[bytes]], *, what: str) -> bytes:
+    """``call()``, tried again while the API server answers :func:`transient` errors (60 s at most)."""
+    async def attempt() -> bytes | None:
+        try:
+            return await call()
+        except ApiError as err:
+            if transient(err):
+                return None
+            raise
+
+    return await wait_for(attempt, timeout=60, interval=0.5, what=what)
+
+
 async def items(kc: KubeClient, resource: Resource, ns: str | None) -> list[dict[str, Any]]:
-    listed: list[dict[str, Any]] = msgspec.json.decode(await kc.list(resource, ns))["items"]
+    raw = await retried(lambda: kc.list(resource, ns), what=f"a LIST of {resource.plural}")
+    listed: list[dict[str, Any]] = msgspec.json.decode(raw)["items"]
     return listed
 
 
-async def create_burst(kc: KubeClient, ns: str, processes: Sequence[str], allocations: Sequence[str],
-                       *, pool_size: int) -> None:
-    """The Processes, one pool of ``pool_size`` and ``allocations`` on it, created in this order."""
-    await kc.create(EPHEMERAL_POOLS, pool_doc("pool", pool_size), ns)
-    for name in processes:
-        await kc.create(PROCESSES, flux_process(name), ns)
-    for name in allocations:
-        await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc(name, "pool", ns), ns)
+def burst_documents(ns: str, processes: Sequence[str], allocations: Sequence[str],
+                    *, pool_size: int) -> list[tuple[Resource, dict[str, Any]]]:
+    """The pool, the Processes, the allocations, in creation order."""
+    docs: list[tuple[Resource, dict[str, Any]]] = [(EPHEMERAL_POOLS, pool_doc("pool", pool_size))]
+    docs += [(PROCESSES, flux_process(n)) for n in processes]
+    docs += [(EPHEMERAL_ALLOCATIONS, allocation_doc(n, "pool", ns)) for n in allocations]
+    return docs
+
+
+async def create(kc: KubeClient, resource: Resource, body: dict[str, Any], ns: str) -> None:
+    """Create ``body``, through a restarting API server (:func:`retried`); one that a lost answer did
+    create already (409) is fine."""
+    with contextlib.suppress(Conflict):
+        await retried(lambda: kc.create(resource, body, ns), what=f"creating {resource.kind}")
 
 
 def sequence(pid: str) -> int:
@@ -156,7 +182,8 @@ async def converged(kc: KubeClient, ns: str, processes: Sequence[str], allocatio
         procs = {p["metadata"]["name"]: p for p in await items(kc, PROCESSES, ns)}
         allocs = {a["metadata"]["name"]: a for a in await items(kc, EPHEMERAL_ALLOCATIONS, ns)}
         try:
-            pool: dict[str, Any] = msgspec.json.decode(await kc.get(EPHEMERAL_POOLS, "pool", ns))
+            pool: dict[str, Any] = msgspec.json.decode(
+                await retried(lambda: kc.get(EPHEMERAL_POOLS, "pool", ns), what="the pool"))
         except NotFound:
             return None
         if any(procs.get(n, {}).get("status", {}).get("phase") != "Attested" for n in processes):
@@ -182,7 +209,8 @@ async def check_invariants(kc: KubeClient, ns: str, processes: Sequence[str], al
     everyone = await items(kc, PROCESSES, None)
     pids = [p["status"]["pid"] for p in everyone if p.get("status", {}).get("pid")]
     assert len(pids) == len(set(pids)), f"{note}: a PID is held twice: {sorted(pids)}"
-    table: dict[str, Any] = msgspec.json.decode(await kc.get(PROCESS_TABLES, "proc"))
+    table: dict[str, Any] = msgspec.json.decode(await retried(lambda: kc.get(PROCESS_TABLES, "proc"),
+                                                              what="the ProcessTable"))
     handed_out = table["spec"]["nextSequence"]
     beyond = sorted(p for p in pids if sequence(p) >= handed_out)
     assert beyond == [], f"{note}: PIDs the table never handed out (nextSequence {handed_out}): {beyond}"

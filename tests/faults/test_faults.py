@@ -17,13 +17,11 @@ import anyio
 import msgspec
 import pytest
 
-from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROCESS_TABLES, PROCESSES
+from shared.domain.resources import PROCESS_TABLES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.errors import NotFound
 from tests.faults.conftest import SEED
-from tests.faults.harness import Binaries, check_invariants
-from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, pool_doc
-from tests.integration.reconciler.test_lifecycle import flux_process
+from tests.faults.harness import Binaries, burst_documents, check_invariants, create, retried
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
 from tools.standins.flux import FluxStandIn
@@ -54,14 +52,11 @@ async def flux(kc: KubeClient, ns: str, binaries: Binaries, done: list[str]) -> 
 async def burst(kc: KubeClient, ns: str, rng: random.Random, faults: dict[int, Fault], done: list[str]) -> None:
     """Create the pool, the Processes and the allocations with seeded gaps (0–0.3 s); before create
     number ``i`` run ``faults[i]``."""
-    creates: list[tuple[Resource, dict[str, object]]] = [(EPHEMERAL_POOLS, pool_doc("pool", POOL_SIZE))]
-    creates += [(PROCESSES, flux_process(n)) for n in PROCS]
-    creates += [(EPHEMERAL_ALLOCATIONS, allocation_doc(n, "pool", ns)) for n in ALLOCS]
-    for i, (resource, body) in enumerate(creates):
+    for i, (resource, body) in enumerate(burst_documents(ns, PROCS, ALLOCS, pool_size=POOL_SIZE)):
         if i in faults:
             done.append(f"before create {i}: {await faults[i]()}")
         await anyio.sleep(rng.uniform(0.0, 0.3))
-        await kc.create(resource, body, ns)
+        await create(kc, resource, body, ns)
 
 
 def strike_points(rng: random.Random, count: int) -> list[int]:
@@ -132,7 +127,8 @@ async def leader_of(kc: KubeClient, ns: str, lease: str, binaries: Binaries, rol
     """The identity holding ``lease`` once one of ``role``'s replicas leads."""
     async def holder() -> str | None:
         try:
-            spec = msgspec.json.decode(await kc.get(LEASES, lease, ns)).get("spec", {})
+            raw = await retried(lambda: kc.get(LEASES, lease, ns), what=f"the Lease {lease}")
+            spec = msgspec.json.decode(raw).get("spec", {})
         except NotFound:  # no replica has campaigned yet
             return None
         identity = spec.get("holderIdentity")
@@ -173,15 +169,16 @@ async def test_deleting_the_process_table_hands_no_pid_out_twice(admin: KubeClie
     binaries.start("pool")
 
     async def delete_table() -> str:
-        await admin.delete(PROCESS_TABLES, "proc", None)
+        await retried(lambda: admin.delete(PROCESS_TABLES, "proc", None), what="deleting the table")
         forced = rng.random() < 0.5
         if forced:  # as `kubectl patch processtable proc --type=merge -p '{"metadata":{"finalizers":null}}'`
-            await admin.merge_patch(PROCESS_TABLES, "proc", {"metadata": {"finalizers": None}}, None)
+            await retried(lambda: admin.merge_patch(PROCESS_TABLES, "proc", {"metadata": {"finalizers": None}}, None),
+                          what="stripping the table's finalizer")
         return "ProcessTable deleted" + (" and its finalizer stripped" if forced else "")
 
     async def table_back() -> bool:
         try:
-            table = msgspec.json.decode(await admin.get(PROCESS_TABLES, "proc"))
+            table = msgspec.json.decode(await retried(lambda: admin.get(PROCESS_TABLES, "proc"), what="the table"))
         except NotFound:
             return False
         return not table["metadata"].get("deletionTimestamp")
