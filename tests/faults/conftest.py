@@ -27,10 +27,11 @@ SEED = int(os.environ[SEED_VARIABLE]) if os.environ.get(SEED_VARIABLE) else rand
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark everything under tests/faults as ``faults``."""
+    """Mark everything under tests/faults as ``faults``, and ``integration`` (it needs a control plane)."""
     for item in items:
         if "/faults/" in str(item.path):
             item.add_marker(pytest.mark.faults)
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture
