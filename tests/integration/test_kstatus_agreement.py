@@ -2,10 +2,10 @@
 
 Both reconcilers and a Flux stand-in run against the real API server while every kind is driven through
 its phases: Processes to Attested, through a spec change (Reconverging), to Failed (a child stalled), a
-stall on a missing dependency, SIGKILL (Reaped kept), deletion (Exiting, Zombie, Reaped) and a phase
-edited by hand; a pool from empty to Steady and Draining; allocations Queued, NoMatchingPool, Bound,
-Releasing, Released and Failed (member deleted by hand); the ProcessTable throughout. A watch records
-every version of every object.
+wait on a missing dependency, a stall on a self-dependency, SIGKILL (Reaped kept), deletion (Exiting,
+Zombie, Reaped) and a phase edited by hand; a pool from empty to Steady and Draining; allocations
+Queued, NoMatchingPool, Bound, Releasing, Released and Failed (member deleted by hand); the ProcessTable
+throughout. A watch records every version of every object.
 
 Each recorded version is then judged twice:
 
@@ -145,6 +145,9 @@ async def drive(kc: KubeClient, ns: str) -> None:
     waiting = flux_process("waiting")
     waiting["spec"]["dependsOn"] = [{"name": "absent", "mustReach": "Attested"}]
     await kc.create(PROCESSES, waiting, ns)
+    selfish = flux_process("selfish")  # a self-dependency: Stalled in Forking, kstatus Failed
+    selfish["spec"]["dependsOn"] = [{"name": "selfish", "mustReach": "Attested"}]
+    await kc.create(PROCESSES, selfish, ns)
     await kc.create(EPHEMERAL_POOLS, pool_doc("pool", 1), ns)
     for name in ("web", "killed", "gone", "hand"):
         await reach(kc, PROCESSES, ns, name, "Attested")
@@ -174,6 +177,12 @@ async def drive(kc: KubeClient, ns: str) -> None:
         return conds == {"Ready": "False", "Reconciling": "False", "Stalled": "True"}
 
     await wait_for(rewritten, timeout=TIMEOUT, what="hand's conditions rewritten for Failed")
+
+    async def stalled() -> bool:
+        now = await get(kc, PROCESSES, "selfish", ns)
+        return ("Stalled", "True") in truths(now or {})
+
+    await wait_for(stalled, timeout=TIMEOUT, what="selfish Stalled on its self-dependency")
 
     await reach(kc, EPHEMERAL_POOLS, ns, "pool", "Steady")
     await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("a1", "pool", ns), ns)
