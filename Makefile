@@ -28,12 +28,13 @@ lint: $(BIN)/.installed
 unit: $(BIN)/.installed
 	$(BIN)/pytest -m "not integration"
 
-## control-plane: build kube-apiserver, kube-controller-manager, etcd, helm, kubeconform, the Flux controllers, the registry and oras if not cached
+## control-plane: build kube-apiserver, kube-controller-manager, etcd, helm, kubeconform, the kstatus judge, the Flux controllers, the registry and oras if not cached
 control-plane: $(BIN)/.installed
 	$(BIN)/tatara control-plane build
 	$(BIN)/python -m tools.controlplane.flux
 	$(BIN)/python -m tools.helm_bin
 	$(BIN)/python -m tools.kubeconform_bin
+	$(BIN)/python -m tools.controlplane.kstatus
 
 ## crds: regenerate charts/*/crds from the models (the drift test fails until you do)
 crds: $(BIN)/.installed

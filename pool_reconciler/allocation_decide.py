@@ -43,6 +43,7 @@ from shared.domain.api.lifetime import EphemeralLifetime, TeardownPolicy
 from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process
 from shared.domain.duration import DurationError, parse_duration
+from shared.domain.kstatus import Truth, kstatus_conditions
 from shared.kube.events import Event, EventType
 
 __all__ = [
@@ -273,21 +274,13 @@ def allocation_conditions(allocation: EphemeralAllocation, phase: AllocationPhas
     NoMatchingPool, Releasing → Reconciling; Failed → Stalled; Released → none True. Each carries
     ``reason``, ``message`` and the allocation's generation; ``lastTransitionTime`` is kept while the
     condition's status holds (docs/behaviour.md#allocation-conditions)."""
-    truth = {
-        "Ready": phase is AllocationPhase.BOUND,
-        "Reconciling": phase in _IN_PROGRESS,
-        "Stalled": phase is AllocationPhase.FAILED,
-    }
-    stored = {c.type_: c for c in (allocation.status.conditions if allocation.status else [])}
-    out = []
-    for kind, true in truth.items():
-        status = "True" if true else "False"
-        previous = stored.get(kind)
-        since = previous.last_transition_time if previous is not None and previous.status == status else now
-        out.append(AllocationCondition(type_=kind, status=status, reason=reason, message=message,
-                                       last_transition_time=since,
-                                       observed_generation=allocation.metadata.generation))
-    return out
+    truth = Truth(ready=phase is AllocationPhase.BOUND, reconciling=phase in _IN_PROGRESS,
+                  stalled=phase is AllocationPhase.FAILED)
+    generation = allocation.metadata.generation
+    return kstatus_conditions(
+        truth, allocation.status.conditions if allocation.status else [], now,
+        lambda type_, status, since: AllocationCondition(type_=type_, status=status, reason=reason, message=message,
+                                                         last_transition_time=since, observed_generation=generation))
 
 
 def with_conditions(allocation: EphemeralAllocation, status: AllocationStatusPatch, reason: str,

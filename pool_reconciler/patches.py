@@ -90,6 +90,7 @@ class PoolStatusPatch(MergePatch, frozen=True):
     message: str | UnsetType | None = UNSET
     conditions: list[PoolCondition] | UnsetType = UNSET
     phase_since: datetime | UnsetType = UNSET
+    observed_generation: int | UnsetType = UNSET
 
 
 class AllocationStatusPatch(MergePatch, frozen=True):

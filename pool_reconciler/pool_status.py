@@ -1,4 +1,5 @@
-"""The ``/status`` a pool pass writes: phase, member counts, the member ledger, the ``Ready`` condition.
+"""The ``/status`` a pool pass writes: phase, member counts, the member ledger, the kstatus conditions and
+``observedGeneration``.
 
 Written only when it differs from the stored status, and ``phaseSince`` / ``lastTransitionTime`` move
 only when the phase / the condition change, so our own status writes never retrigger a pass
@@ -11,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import msgspec
+from msgspec import UNSET
 
 from pool_reconciler.decision import PoolObserved
 from pool_reconciler.members import entered_state_at
@@ -20,8 +22,9 @@ from shared.domain.api.allocation import AllocationRef
 from shared.domain.api.codec import to_wire
 from shared.domain.api.pool import EphemeralPool, MemberState, PoolCondition, PoolMember, PoolPhase
 from shared.domain.api.process import Process
+from shared.domain.kstatus import Truth, kstatus_conditions
 
-__all__ = ["ledger", "pool_phase", "pool_status_patch", "ready_condition"]
+__all__ = ["ledger", "pool_conditions", "pool_phase", "pool_status_patch"]
 
 
 def pool_phase(pool: EphemeralPool, states: Sequence[MemberState]) -> PoolPhase:
@@ -66,17 +69,22 @@ def ledger(obs: PoolObserved, members: Sequence[Process], states: Sequence[Membe
     return rows
 
 
-def ready_condition(obs: PoolObserved, phase: PoolPhase, message: str | None) -> PoolCondition:
-    """``Ready``: True iff the pool is Steady, reason = the phase; ``lastTransitionTime`` kept while the
-    status and reason stay the same."""
-    status = "True" if phase is PoolPhase.STEADY else "False"
+def pool_conditions(obs: PoolObserved, phase: PoolPhase, message: str | None) -> list[PoolCondition]:
+    """kstatus ``Ready`` / ``Reconciling`` / ``Stalled`` (docs/behaviour.md#pool-status): Ready iff Steady;
+    Stalled when not Steady and ``message`` says why (a PausePool pause, an invalid template: nothing
+    moves until someone acts); Reconciling otherwise. Reason = the phase, message = ``message`` or
+    ``pool is <phase>``, ``observedGeneration`` = the pool's generation; ``lastTransitionTime`` kept while
+    a condition's status holds."""
+    steady = phase is PoolPhase.STEADY
+    stalled = not steady and message is not None
+    truth = Truth(ready=steady, reconciling=not steady and not stalled, stalled=stalled)
     old = obs.pool.status
-    previous = next((c for c in (old.conditions if old else []) if c.type_ == "Ready"), None)
-    since = obs.now
-    if previous is not None and previous.status == status and previous.reason == phase.value:
-        since = previous.last_transition_time
-    return PoolCondition(type_="Ready", status=status, reason=phase.value,
-                         message=message or f"pool is {phase.value}", last_transition_time=since)
+    text = message or f"pool is {phase.value}"
+    generation = obs.pool.metadata.generation
+    return kstatus_conditions(
+        truth, old.conditions if old else [], obs.now,
+        lambda type_, status, since: PoolCondition(type_=type_, status=status, reason=phase.value, message=text,
+                                                   last_transition_time=since, observed_generation=generation))
 
 
 def pool_status_patch(
@@ -94,7 +102,8 @@ def pool_status_patch(
         returning_count=counts[MemberState.RETURNING],
         members=ledger(obs, members, states),
         message=message,
-        conditions=[ready_condition(obs, phase, message)],
+        conditions=pool_conditions(obs, phase, message),
+        observed_generation=obs.pool.metadata.generation if obs.pool.metadata.generation is not None else UNSET,
     )
     old = obs.pool.status
     if old is not None:

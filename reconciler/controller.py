@@ -57,6 +57,7 @@ from reconciler.fold import MAX_STEPS, chained, continues, passed
 from reconciler.phases import TICK, decide, holds_finalizer, pid_granted, pid_refused
 from reconciler.pid import PidRefused
 from reconciler.prefetch import Prefetcher, conditions_for_phase
+from reconciler.refusals import WriteRefused, refusal_decision
 from shared.domain import finalizers as fin
 from shared.domain.api.codec import decode_process
 from shared.domain.api.phase import ProcessPhase
@@ -365,6 +366,9 @@ class ProcessReconciler:
             except Conflict:
                 log.debug("the Process changed since the cache showed it; deciding again in %.0f s", CONFLICT_REQUEUE)
                 return Outcome(Result.after(CONFLICT_REQUEUE))
+            except WriteRefused as refused:
+                await self._surface(dataclasses.replace(observed, process=process), refused)
+                raise  # the work queue's backoff retries it (docs/behaviour.md#write-failures)
             self._expect(process, decision)
             if not decision.delete_self:
                 self._own_writes.wrote(_ref(process), written)
@@ -386,6 +390,11 @@ class ProcessReconciler:
             step = await self._with_pid(observed, step)
             decision = chained(decision, step)
         return decision, allocated
+
+    async def _surface(self, observed: Observed, refused: WriteRefused) -> None:
+        """Write the refusal on the Process (a stall condition, its message, a Warning Event)."""
+        written = await self.executor.execute(observed.process, refusal_decision(observed, refused))
+        self._own_writes.wrote(_ref(observed.process), written)
 
     def _expect(self, process: Process, decision: Decision) -> None:
         """Remember what ``decision`` wrote that the caches will show only later."""

@@ -25,18 +25,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterator
 
 import msgspec
 
+from reconciler.children import ChildRef
 from reconciler.decision import Decision
 from reconciler.metrics import ProcessMetrics
-from reconciler.render import FIELD_MANAGER
+from reconciler.refusals import KIND_NOT_SERVED, WRITE_REFUSED, WriteRefused
+from reconciler.render import FIELD_MANAGER, manifest_ref
 from shared.domain import annotations as ann
 from shared.domain.api.process import Process
 from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient
-from shared.kube.discovery import RESTMapper
-from shared.kube.errors import NotFound
+from shared.kube.discovery import RESTMapper, UnknownKind
+from shared.kube.errors import BadRequest, Forbidden, Invalid, NotFound
 from shared.kube.events import EventRecorder
 from shared.kube.meta import ObjectMeta, ObjectRef
 from shared.kube.patch import annotations_patch, apply, patch_annotations, patch_status
@@ -53,6 +56,23 @@ class _Stored(msgspec.Struct):
 
 
 _STORED = msgspec.json.Decoder(_Stored)
+
+
+_REFUSED = (BadRequest, Forbidden, NotFound, Invalid)
+"""Answers to a child write that retrying alone does not fix (a 404 on apply: no such namespace, or a
+resource gone from the server since discovery)."""
+
+
+@contextlib.contextmanager
+def _refusals(verb: str, ref: ChildRef) -> Iterator[None]:
+    """Re-raise a refused write of ``ref`` (:data:`_REFUSED`, :class:`UnknownKind`) as :class:`WriteRefused`."""
+    try:
+        yield
+    except UnknownKind as err:
+        raise WriteRefused(verb, ref, str(err), status=404, why=KIND_NOT_SERVED) from err
+    except _REFUSED as err:
+        raise WriteRefused(verb, ref, f"{err.status} {err.reason}: {err.message}", status=err.status,
+                           why=WRITE_REFUSED) from err
 
 
 class Executor:
@@ -84,18 +104,21 @@ class Executor:
 
         Raises:
             shared.kube.errors.Conflict: ``guard`` is stale (nothing after the status write was done).
+            reconciler.refusals.WriteRefused: a child's apply or delete was answered 400/403/404/422, or its
+                kind is not served (nothing after it was done; docs/behaviour.md#write-failures).
             shared.kube.errors.ApiError: another write failed; the controller backs off and retries the
                 whole reconcile, which decides again from fresh state.
-            shared.kube.discovery.UnknownKind: a child's kind is not served.
         """
         ns, name = process.metadata.namespace or "default", process.metadata.name or ""
         for manifest in decision.apply:
-            resource = await self.mapper.resource_for(manifest.api_version, manifest.kind)
-            await apply(self.client, resource, manifest, field_manager=FIELD_MANAGER)
+            with _refusals("apply", manifest_ref(manifest)):
+                resource = await self.mapper.resource_for(manifest.api_version, manifest.kind)
+                await apply(self.client, resource, manifest, field_manager=FIELD_MANAGER)
         for ref in decision.delete:
-            resource = await self.mapper.resource_for(ref.api_version, ref.kind)
-            with contextlib.suppress(NotFound):
-                await self.client.delete(resource, ref.name, ref.namespace if resource.namespaced else None)
+            with _refusals("delete", ref):
+                resource = await self.mapper.resource_for(ref.api_version, ref.kind)
+                with contextlib.suppress(NotFound):
+                    await self.client.delete(resource, ref.name, ref.namespace if resource.namespaced else None)
         for child in decision.signal_children:
             with contextlib.suppress(NotFound):
                 await patch_annotations(self.client, PROCESSES, ObjectRef(child.namespace, child.name),

@@ -23,10 +23,11 @@ from reconciler.attestation import attest_process
 from reconciler.children import ChildRef
 from reconciler.claims import held_keys, standing
 from reconciler.concurrency import admission
-from reconciler.conditions import conditions_for
+from reconciler.conditions import conditions_for, phase_truth, stale_status
 from reconciler.decision import ChildSignal, Decision, Observed, SignalCount
 from reconciler.dependencies import dependency_problem, parent_problem
 from reconciler.pid import PidRefused
+from reconciler.refusals import is_refusal
 from reconciler.render import (
     IntentNotSupported,
     Manifest,
@@ -39,7 +40,7 @@ from reconciler.render import (
 from reconciler.routing import INSTANCE, REASON_HELD, STABLE, STABLE_NAME, plan_routing, stable_name_condition
 from reconciler.signals import EffectKind, effect_of, ingest
 from reconciler.status import BoundaryPatch, StatusPatch, merged
-from reconciler.transitions import IllegalTransition, phase_write
+from reconciler.transitions import IllegalTransition, observed_generation, phase_write
 from shared.domain import annotations as ann
 from shared.domain.api.boundary import Condition, ConditionKind
 from shared.domain.api.export import ExportSpec
@@ -48,7 +49,7 @@ from shared.domain.api.process import CheckedCondition, FluxResourceRef, Process
 from shared.domain.api.signal import ProcessSignal
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.duration import DurationError
-from shared.domain.identity import derive_identity
+from shared.domain.identity import derive_identity, intent_hash
 from shared.domain.labels import ROUTING_FORM
 from shared.domain.manifests.batch import Job
 from shared.kube.events import Event
@@ -73,6 +74,7 @@ __all__ = [
     "holds_finalizer",
     "pid_granted",
     "pid_refused",
+    "with_fresh_status",
     "with_routing",
 ]
 
@@ -149,7 +151,58 @@ def _message_write(observed: Observed, message: str, *, reason: str, stalled: bo
     previous = process.status.conditions if process.status is not None else []
     conditions = conditions_for(process.phase, process.metadata.generation, observed.now, reason, message,
                                 stalled=stalled, previous=previous)
-    return StatusPatch(message=message, conditions=conditions)
+    return StatusPatch(message=message, conditions=conditions, observed_generation=observed_generation(process))
+
+
+def _spec_changed(observed: Observed) -> Decision | None:
+    """→ Reconverging (reason ``SpecChanged``) when ``metadata.generation`` moved past the
+    ``status.observedGeneration`` the children were rendered for, as a Flux object reconciles a new
+    generation by itself (docs/behaviour.md#spec-changes). None when it did not, when the status
+    predates ``observedGeneration``, or, in Attested, when ``spec.intent`` (what the children are
+    rendered from) is the one attested: then :func:`with_fresh_status` only marks the generation
+    observed (a pool's bind patches a member's lifetime; routing is repaired in place and the
+    postconditions are checked on every heartbeat anyway)."""
+    process = observed.process
+    status = process.status
+    seen = status.observed_generation if status is not None else None
+    generation = process.metadata.generation
+    if status is None or seen is None or generation is None or seen == generation:
+        return None
+    if (process.phase is _P.ATTESTED and status.attestation is not None
+            and status.attestation.intent_hash == intent_hash(process.spec.intent)):
+        return None
+    return phase_write(observed, _P.RECONVERGING, f"spec changed: generation {seen} → {generation}",
+                       reason="SpecChanged", requeue_after=TICK)
+
+
+def with_fresh_status(observed: Observed, decision: Decision) -> Decision:
+    """``decision``, plus a rewrite of the kstatus conditions and ``observedGeneration`` when it writes no
+    conditions and the stored ones no longer say what the phase is (a phase edited by hand, a spec
+    changed on a Failed or Reaped Process, a status from before ``observedGeneration``): conditions are
+    recomputed from the phase every time (docs/behaviour.md#conditions). A refused child write's stall
+    (:func:`reconciler.refusals.is_refusal`) is taken off the same way: the write goes only if the
+    decision's writes before it succeed (docs/behaviour.md#write-failures). Running and Attested with a
+    new generation are left to :func:`_spec_changed`."""
+    process = observed.process
+    if decision.status is not None and decision.status.conditions is not UNSET:
+        return decision
+    if process.status is None or not (stale_status(process) or is_refusal(process.status.conditions)):
+        return decision
+    status = process.status
+    stalled = not is_refusal(status.conditions) and any(c.type_ == "Stalled" and c.status == "True"
+                                                        for c in status.conditions)
+    stall = True if stalled and process.phase not in (_P.ATTESTED, _P.REAPED) else None
+    # the stored Ready's reason carries state (ExportsRunning): kept while Ready's status holds
+    ready = next((c for c in status.conditions if c.type_ == "Ready"), None)
+    keeps = ready is not None and ready.status == ("True" if phase_truth(process.phase, stalled=stall).ready
+                                                   else "False")
+    reason = ready.reason if keeps and ready is not None and ready.reason else process.phase.value
+    message = ready.message if keeps and ready is not None and ready.message else status.message or reason
+    patch = StatusPatch(
+        conditions=conditions_for(process.phase, process.metadata.generation, observed.now, reason, message,
+                                  stalled=stall, previous=status.conditions),
+        observed_generation=observed_generation(process))
+    return dataclasses.replace(decision, status=merged(decision.status or StatusPatch(), patch))
 
 
 def _deadline_patch(observed: Observed) -> StatusPatch:
@@ -458,12 +511,16 @@ def _failing_child_message(observed: Observed, refs: Sequence[FluxResourceRef]) 
 
 
 def decide_running(observed: Observed, deps: Deps) -> Decision:
-    """Deploy and verify: TTL → Exiting; a stalled child or the boundary timeout → Failed; wait for
-    every child's Ready and the postconditions; then attest → Attested."""
+    """Deploy and verify: TTL → Exiting; a new generation → Reconverging (:func:`_spec_changed`); a stalled
+    child or the boundary timeout → Failed; wait for every child's Ready and the postconditions;
+    then attest → Attested."""
     process = observed.process
     fired = lifetime_clock.evaluate(process, _P.RUNNING, observed.now)
     if fired is not None:
         return phase_write(observed, _P.EXITING, fired, reason="LifetimeExpired", requeue_after=TICK)
+    changed_spec = _spec_changed(observed)
+    if changed_spec is not None:
+        return changed_spec
 
     refs, changed, stalled = _observe_refs(observed)
     if stalled is not None:
@@ -521,13 +578,16 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
 
 
 def decide_attested(observed: Observed, deps: Deps) -> Decision:
-    """The heartbeat: lifetime clock → Releasing/Exiting; a child not Ready or a postcondition no longer
-    holding → Reconverging; otherwise no writes (routing children are repaired in place by
-    :func:`with_routing`)."""
+    """The heartbeat: lifetime clock → Releasing/Exiting; a new generation (:func:`_spec_changed`), a
+    child not Ready or a postcondition no longer holding → Reconverging; otherwise no writes (routing
+    children are repaired in place by :func:`with_routing`)."""
     process = observed.process
     fired = lifetime_clock.evaluate(process, _P.ATTESTED, observed.now)
     if fired is not None:
         return _clock_exit(observed, fired, _P.ATTESTED, _P.EXITING)
+    changed_spec = _spec_changed(observed)
+    if changed_spec is not None:
+        return changed_spec
     refs, _, _ = _observe_refs(observed)
     if not all(r.ready for r in refs):
         return phase_write(
@@ -847,7 +907,7 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     1. deletion pre-emption: an alive Process being deleted goes to Exiting **once**;
     2. the signal annotation, if any (every phase; one-shot);
     3. ``spec.suspended`` on an alive Process not being deleted: wait, no writes;
-    4. the phase handler, its decision completed by :func:`with_routing`.
+    4. the phase handler, its decision completed by :func:`with_routing` and :func:`with_fresh_status`.
 
     A handler asking for an illegal transition is refused: nothing is written, a Warning Event
     ``IllegalTransition`` is recorded and the Process is retried after HEARTBEAT.
@@ -866,7 +926,7 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
             return decide_signal(observed, found.raw, found.signal)
         if process.spec.suspended and phase.is_alive and not deleting:
             return Decision(requeue_after=observed.heartbeat_seconds)
-        return with_routing(observed, deps, HANDLERS[phase](observed, deps))
+        return with_fresh_status(observed, with_routing(observed, deps, HANDLERS[phase](observed, deps)))
     except IllegalTransition as err:
         return Decision(
             events=(Event.warning("IllegalTransition", str(err)),),

@@ -53,6 +53,8 @@ class StatusPatch(MergePatch, frozen=True):
     boundary: BoundaryPatch | UnsetType = UNSET
     attestation: ProcessAttestation | UnsetType = UNSET
     exit_code: int | UnsetType = UNSET
+    observed_generation: int | UnsetType = UNSET
+    """``metadata.generation`` this write was decided for (docs/behaviour.md#conditions)."""
 
 
 def merged(base: P, over: P | None) -> P:

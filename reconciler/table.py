@@ -43,6 +43,7 @@ from typing import Any, Final
 
 import anyio
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from reconciler.claims import ClaimAction, arbitrate, candidates_by_key, claims_changed, foreign_holders
 from shared.domain import finalizers
@@ -56,9 +57,11 @@ from shared.domain.api.table import (
     ProcessTable,
     ProcessTableSpec,
     ProcessTableStatus,
+    TableCondition,
 )
 from shared.domain.api.wire import MergePatch
 from shared.domain.identity import pid_segments
+from shared.domain.kstatus import Truth, kstatus_conditions
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError, Conflict, Invalid, NotFound
@@ -86,6 +89,7 @@ __all__ = [
     "read_table",
     "sequences_of",
     "table_status",
+    "with_table_conditions",
 ]
 
 DEFAULT_MAX_ROWS: Final = 500
@@ -105,24 +109,48 @@ DEFAULT_INTERVAL: Final = 2.0
 
 
 class TableStatusPatch(MergePatch, frozen=True):
-    """The merge patch of ``ProcessTable.status`` the writer sends: counts, rows and the write time.
-    ``claims`` is not named, so a merge patch keeps it."""
+    """The merge patch of ``ProcessTable.status`` the writer sends: counts, rows, the write time, and the
+    kstatus conditions with ``observedGeneration`` (:func:`with_table_conditions`). ``claims`` is not
+    named, so a merge patch keeps it."""
 
     process_count: int
     ready_count: int
     processes: list[ProcessEntry]
     last_reconciled: datetime
+    conditions: list[TableCondition] | UnsetType = UNSET
+    observed_generation: int | UnsetType = UNSET
 
     @property
-    def compared(self) -> tuple[int, int, list[ProcessEntry]]:
-        """What decides whether a write is needed: counts and rows, not ``lastReconciled``."""
-        return self.process_count, self.ready_count, self.processes
+    def compared(self) -> Compared:
+        """What decides whether a write is needed: counts, rows and the generation, not ``lastReconciled``."""
+        seen = self.observed_generation if not isinstance(self.observed_generation, UnsetType) else None
+        return self.process_count, self.ready_count, self.processes, seen
 
 
-def _stored(status: ProcessTableStatus | None) -> tuple[int, int, list[ProcessEntry]]:
+Compared = tuple[int, int, list[ProcessEntry], int | None]
+
+
+def _stored(status: ProcessTableStatus | None) -> Compared:
     if status is None:
-        return 0, 0, []
-    return status.process_count, status.ready_count, status.processes
+        return 0, 0, [], None
+    return status.process_count, status.ready_count, status.processes, status.observed_generation
+
+
+def with_table_conditions(status: TableStatusPatch, table: ProcessTable, now: datetime) -> TableStatusPatch:
+    """``status`` with ``observedGeneration`` = the table's generation and kstatus conditions: ``Ready``
+    True (reason ``Counted``, the counts as message) for a table the writer keeps, False with
+    ``Reconciling`` True for one being deleted while Processes still hold PIDs (reason ``Deleting``);
+    ``lastTransitionTime`` kept while a condition's status holds (docs/behaviour.md#processtable-status)."""
+    deleting = table.metadata.deletion_timestamp is not None
+    reason = "Deleting" if deleting else "Counted"
+    message = f"{status.process_count} Process(es), {status.ready_count} ready"
+    generation = table.metadata.generation
+    conditions = kstatus_conditions(
+        Truth(ready=not deleting, reconciling=deleting), table.status.conditions if table.status else [], now,
+        lambda type_, value, since: TableCondition(type_=type_, status=value, reason=reason, message=message,
+                                                   last_transition_time=since, observed_generation=generation))
+    return msgspec.structs.replace(status, conditions=conditions,
+                                   observed_generation=generation if generation is not None else UNSET)
 
 
 # ── the table object ─────────────────────────────────────────────────────────
@@ -442,7 +470,7 @@ class TableStatusWriter:
         self.writes = 0
         """Status writes sent so far."""
         self._dirty = anyio.Event()
-        self._stored: tuple[int, int, list[ProcessEntry]] | None = None
+        self._stored: Compared | None = None
         self._uid: str | None = None
 
     def notify(self, *_: object) -> None:
@@ -459,9 +487,10 @@ class TableStatusWriter:
         """
         processes = list(self.processes())
         now = self.now()
-        status = table_status(processes, now, max_rows=self.max_rows, max_bytes=self.max_bytes)
-        wanted = status.compared
         table, raw = await self.keeper.read_document()
+        status = with_table_conditions(
+            table_status(processes, now, max_rows=self.max_rows, max_bytes=self.max_bytes), table, now)
+        wanted = status.compared
         await self.keeper.guard(table, processes)
         if self._stored is None or table.metadata.uid != self._uid:
             self._stored, self._uid = _stored(table.status), table.metadata.uid

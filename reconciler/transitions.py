@@ -18,13 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from msgspec import UNSET, UnsetType
+
 from reconciler.conditions import conditions_for
 from reconciler.decision import Decision, Observed, SignalCount, Transition
 from reconciler.status import StatusPatch, merged
 from shared.domain.api.phase import TRANSITIONS, ProcessPhase
+from shared.domain.api.process import Process
 from shared.kube.events import Event
 
-__all__ = ["LEGAL", "IllegalTransition", "is_legal", "phase_write"]
+__all__ = ["LEGAL", "IllegalTransition", "is_legal", "observed_generation", "phase_write"]
 
 _P = ProcessPhase
 
@@ -58,6 +61,12 @@ class IllegalTransition(ValueError):
         self.target = target
 
 
+def observed_generation(process: Process) -> int | UnsetType:
+    """``metadata.generation`` for ``status.observedGeneration`` (UNSET, not sent, when the object has none)."""
+    generation = process.metadata.generation
+    return generation if generation is not None else UNSET
+
+
 def phase_write(
     observed: Observed,
     target: ProcessPhase,
@@ -71,7 +80,8 @@ def phase_write(
     annotations: Mapping[str, str | None] | None = None,
     signal: SignalCount | None = None,
 ) -> Decision:
-    """A Decision that writes ``phase``, ``phaseSince``, ``message`` and the kstatus conditions.
+    """A Decision that writes ``phase``, ``phaseSince``, ``message``, the kstatus conditions and
+    ``observedGeneration`` (docs/behaviour.md#conditions).
 
     A phase change also carries its :class:`Transition` and, first among ``events``, a Normal Event
     ``Phase<Target>`` with ``message`` (or ``<Source> → <Target>`` when it is empty). ``target``
@@ -89,7 +99,8 @@ def phase_write(
     status = process.status
     conditions = conditions_for(target, process.metadata.generation, observed.now, reason, message, stalled=stalled,
                                 previous=status.conditions if status is not None else [])
-    patch = StatusPatch(phase=target, phase_since=observed.now, message=message, conditions=conditions)
+    patch = StatusPatch(phase=target, phase_since=observed.now, message=message, conditions=conditions,
+                        observed_generation=observed_generation(process))
     transition: Transition | None = None
     if source is not target:
         since = status.phase_since if status is not None else None

@@ -105,6 +105,24 @@ def build_once(root: Path, is_built: Callable[[], bool], build: Callable[[], Non
 
 
 @dataclass(frozen=True)
+class CachedBinary:
+    """One executable at ``path``, made by ``build()`` when missing (under :func:`build_once`'s lock in
+    ``path``'s folder)."""
+
+    path: Path
+    build: Callable[[], None]
+
+    def ensure(self) -> Path:
+        """``path``, built first if it is not there.
+
+        Raises:
+            BuildError: ``go`` is not installed or a ``go`` command failed.
+        """
+        build_once(self.path.parent, lambda: os.access(self.path, os.X_OK), self.build)
+        return self.path
+
+
+@dataclass(frozen=True)
 class Toolchain:
     """Where the binaries of one pinned version pair live."""
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.condition import StatusCondition
 from shared.domain.api.grammar import Duration
 from shared.domain.api.wire import Timestamp, UInt64, WireStruct
 from shared.domain.group import API_VERSION
@@ -101,22 +102,8 @@ class AllocationPhase(ClosedSet):
         return self in (AllocationPhase.PENDING, AllocationPhase.QUEUED, AllocationPhase.NO_MATCHING_POOL)
 
 
-class AllocationCondition(WireStruct):
-    """``status.conditions[]``: ``Ready``, ``Reconciling``, ``Stalled`` in the kstatus convention
-    (docs/behaviour.md#allocation-conditions)."""
-
-    type_: str
-    """Condition type."""
-    status: str
-    """``True``, ``False`` or ``Unknown``."""
-    reason: str
-    """One CamelCase word saying why."""
-    message: str
-    """What happened, in words."""
-    last_transition_time: Timestamp
-    """When ``status`` last changed (RFC 3339)."""
-    observed_generation: int | None = None
-    """The ``metadata.generation`` the condition was computed for."""
+AllocationCondition = StatusCondition
+"""``status.conditions[]`` of an allocation (docs/behaviour.md#allocation-conditions)."""
 
 
 class AllocationStatus(WireStruct):

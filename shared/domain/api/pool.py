@@ -11,6 +11,7 @@ from msgspec import Meta
 
 from shared.domain.api.allocation import AllocationRef, Requestor
 from shared.domain.api.closed_set import ClosedSet
+from shared.domain.api.condition import StatusCondition
 from shared.domain.api.ephemeral import EphemeralSpec
 from shared.domain.api.grammar import Duration
 from shared.domain.api.wire import Timestamp, UInt32, WireStruct
@@ -206,19 +207,8 @@ class PoolMember(WireStruct):
     allocation_ref: AllocationRef | None = None
 
 
-class PoolCondition(WireStruct):
-    """``status.conditions[]``; all five keys required."""
-
-    type_: str
-    """Condition type, ``Ready``."""
-    status: str
-    """``True``, ``False`` or ``Unknown``."""
-    reason: str
-    """One CamelCase word saying why: the pool's phase."""
-    message: str
-    """What happened, in words."""
-    last_transition_time: Timestamp
-    """When ``status`` last changed (RFC 3339)."""
+PoolCondition = StatusCondition
+"""``status.conditions[]`` of a pool (docs/behaviour.md#pool-status)."""
 
 
 class PoolStatus(WireStruct):
@@ -240,7 +230,12 @@ class PoolStatus(WireStruct):
     message: str | None = None
     """What the pool reconciler last said about the pool, in words."""
     conditions: list[PoolCondition] = []
-    """The ``Ready`` condition: True when the pool is Steady."""
+    """kstatus ``Ready`` (the pool is Steady), ``Reconciling`` (sizing under way) and ``Stalled`` (paused,
+    or its template cannot be created)."""
+    observed_generation: int | None = None
+    """The ``metadata.generation`` the status was written for. Not in the reference.
+
+    Why: docs/divergences.md#status-observedgeneration. (The first paragraph is this field's CRD description.)"""
 
 
 class EphemeralPool(WireStruct):

@@ -242,6 +242,10 @@ class ProcessStatus(WireStruct):
     """What the reconciler last said about the Process, in words."""
     exit_code: Int32 | None = None
     """Why the Process ended: 2 invalid spec, 1 a stalled child, 124 boundary timeout, 137 SIGKILL."""
+    observed_generation: int | None = None
+    """The ``metadata.generation`` the status was last written for. Not in the reference (docs/divergences.md).
+
+    Why: docs/divergences.md#status-observedgeneration. (The first paragraph is this field's CRD description.)"""
 
 
 class Process(WireStruct):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
+from shared.domain.api.condition import StatusCondition
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.wire import Int32, Timestamp, UInt32, WireStruct
 from shared.domain.group import API_VERSION
@@ -19,6 +20,7 @@ __all__ = [
     "ProcessTable",
     "ProcessTableSpec",
     "ProcessTableStatus",
+    "TableCondition",
 ]
 
 PROCESS_TABLE_NAME: Final = "proc"
@@ -85,6 +87,10 @@ class ClaimRecord(WireStruct):
     """``spec.routing.priority`` of the holder; a higher priority takes the claim over."""
 
 
+TableCondition = StatusCondition
+"""``status.conditions[]`` of the table (docs/behaviour.md#processtable-status)."""
+
+
 class ProcessTableStatus(WireStruct):
     """``status`` of the table. ``claims`` is left out when empty.
 
@@ -104,6 +110,14 @@ class ProcessTableStatus(WireStruct):
     """When the table status was last written (RFC 3339)."""
     claims: dict[str, ClaimRecord] = {}
     """Holders of stable host names, keyed ``<cluster>/<app>``. Default empty."""
+    conditions: list[TableCondition] = []
+    """kstatus ``Ready`` (the counts and rows are current), ``Reconciling``, ``Stalled``. Not in the reference.
+
+    Why: docs/divergences.md#status-observedgeneration. (The first paragraph is this field's CRD description.)"""
+    observed_generation: int | None = None
+    """The ``metadata.generation`` (it moves with every ``nextSequence`` bump) the status was written for.
+
+    Why: docs/divergences.md#status-observedgeneration. (The first paragraph is this field's CRD description.)"""
 
 
 class ProcessTable(WireStruct):

@@ -88,7 +88,8 @@ async def test_50_processes_give_exact_counts_in_coalesced_writes(kc: KubeClient
     assert writer.writes == len(patches) >= 1
     assert all(compared(a) != compared(b) for a, b in itertools.pairwise(patches))
     assert compared(patches[-1])[:2] == (50, 10)
-    assert all(set(p["status"]) == {"processCount", "readyCount", "processes", "lastReconciled"} for p in patches)
+    assert all(set(p["status"]) == {"processCount", "readyCount", "processes", "lastReconciled", "conditions",
+                                    "observedGeneration"} for p in patches)
     assert await writer.flush() is False  # settled: nothing changed, nothing sent
     assert len(recording.status_patches) == len(patches)
     table = decode_table(await kc.get(PROCESS_TABLES, table_name))

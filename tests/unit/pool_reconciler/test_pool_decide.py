@@ -340,4 +340,5 @@ def test_CORRECTED_a_pool_of_desired_size_zero_is_ready() -> None:
     assert d.status is not None
     status = d.status.to_json()
     assert status["phase"] == "Steady"
-    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Ready", "True")]
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [
+        ("Ready", "True"), ("Reconciling", "False"), ("Stalled", "False")]

@@ -3,9 +3,10 @@ changes). CORRECTED rows differ from the reference on purpose (docs/divergences.
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
-from pool_reconciler.pool_status import ledger, pool_phase, pool_status_patch, ready_condition
+from pool_reconciler.pool_status import ledger, pool_conditions, pool_phase, pool_status_patch
 from shared.domain import annotations as ann
 from shared.domain.api.pool import EphemeralPool, MemberState, PoolPhase
 from tests.unit.pool_reconciler.builders import NOW, A, F, R, S, ago, observe_pool, pool, process
@@ -48,8 +49,9 @@ def test_the_status_of_a_pass() -> None:
              "allocationRef": {"name": "x", "namespace": "pools"}},
         ],
         "message": None,
-        "conditions": [{"type": "Ready", "status": "False", "reason": "ScalingUp", "message": "pool is ScalingUp",
-                        "lastTransitionTime": "2025-06-01T12:00:00Z"}],
+        "conditions": [{"type": t, "status": v, "reason": "ScalingUp", "message": "pool is ScalingUp",
+                        "lastTransitionTime": "2025-06-01T12:00:00Z"}
+                       for t, v in (("Ready", "False"), ("Reconciling", "True"), ("Stalled", "False"))],
         "phaseSince": "2025-06-01T12:00:00Z",
     }
 
@@ -79,9 +81,37 @@ def test_phase_since_and_the_condition_transition_stay_while_the_phase_does() ->
 
 
 def test_the_ready_condition_carries_the_status_message() -> None:
-    cond = ready_condition(observe_pool(pool()), PoolPhase.DEGRADED, "invalid template: x")
-    assert (cond.status, cond.reason, cond.message, cond.last_transition_time) == (
-        "False", "Degraded", "invalid template: x", NOW)
+    cond = pool_conditions(observe_pool(pool()), PoolPhase.DEGRADED, "invalid template: x")[0]
+    assert (cond.type_, cond.status, cond.reason, cond.message, cond.last_transition_time) == (
+        "Ready", "False", "Degraded", "invalid template: x", NOW)
+
+
+# kstatus: Ready → Current, Reconciling → InProgress, Stalled → Failed (docs/behaviour.md#pool-status)
+@pytest.mark.parametrize(("phase", "message", "expected"), [
+    (PoolPhase.STEADY, None, ("True", "False", "False")),
+    (PoolPhase.STEADY, "2 member(s) reached Failed/Zombie/Reaped; policy=PausePool", ("True", "False", "False")),
+    (PoolPhase.SCALING_UP, None, ("False", "True", "False")),
+    (PoolPhase.INITIALIZING, None, ("False", "True", "False")),
+    (PoolPhase.DRAINING, None, ("False", "True", "False")),
+    (PoolPhase.DEGRADED, "invalid template: x", ("False", "False", "True")),
+    (PoolPhase.SCALING_UP, "1 member(s) reached Failed/Zombie/Reaped; policy=PausePool", ("False", "False", "True")),
+], ids=["steady-is-ready", "steady-with-a-pause-is-still-ready", "scaling-up-reconciles", "initializing-reconciles",
+        "draining-reconciles", "an-invalid-template-stalls", "a-pause-below-target-stalls"])
+def test_the_pool_conditions_follow_its_phase(phase: PoolPhase, message: str | None,
+                                              expected: tuple[str, str, str]) -> None:
+    conds = pool_conditions(observe_pool(pool()), phase, message)
+    assert [c.type_ for c in conds] == ["Ready", "Reconciling", "Stalled"]
+    assert tuple(c.status for c in conds) == expected
+
+
+def test_the_pool_status_carries_its_generation() -> None:
+    stored = pool(1)
+    stored = msgspec.structs.replace(stored, metadata=msgspec.structs.replace(stored.metadata, generation=4))
+    patch = pool_status_patch(observe_pool(stored), [], [], None)
+    assert patch is not None
+    wire = patch.to_json()
+    assert wire["observedGeneration"] == 4
+    assert [c["observedGeneration"] for c in wire["conditions"]] == [4, 4, 4]
 
 
 def test_the_ledger_names_the_allocation_of_allocated_and_returning_members_only() -> None:

@@ -55,8 +55,9 @@ def test_waiting_on_running_jobs_writes_nothing_new() -> None:
     message = "releasing — waiting for 1 export Job(s) (succeeded=0, failed=0)"
     p = make("Releasing", spec={"lifetime": {"ephemeral": {"exports": [MARKER]}}},
              meta={"annotations": {"tatara.pleme.io/released-from": "Attested"}}, message=message,
-             conditions=[{"type": "Ready", "status": "False", "reason": "ExportsRunning", "message": message,
-                          "lastTransitionTime": "2025-06-01T11:59:00Z"}])
+             conditions=[{"type": t, "status": v, "reason": "ExportsRunning", "message": message,
+                          "lastTransitionTime": "2025-06-01T11:59:00Z"}
+                         for t, v in (("Ready", "False"), ("Reconciling", "True"), ("Stalled", "False"))])
     d = decide(obs(p, export_jobs={0: job(0)}))
     assert (d.apply, d.status, d.events) == ((), None, ())
 

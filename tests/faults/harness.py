@@ -1,0 +1,239 @@
+"""What the fault tests share: the reconcilers as subprocesses, the workload, and the invariants.
+
+The invariants are read from the API only, once the faults are over and the reconcilers were given a
+deadline to converge (docs/behaviour.md#pids, #pool-membership, #exclusive-claim):
+
+- every Process reached Attested, every allocation Bound, the pool Steady — nothing left stuck;
+- PIDs are unique, and every sequence number a Process holds was handed out by the table (below its
+  ``nextSequence``);
+- each Process owns exactly one Flux child of its main kind (a Kustomization, or a member's HelmRelease),
+  and every such child's owner exists;
+- each Bound allocation names a member that exists, belongs to its pool and carries this allocation's
+  annotation; no member is named by two allocations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from shared.domain import annotations as ann
+from shared.domain.resources import (
+    EPHEMERAL_ALLOCATIONS,
+    EPHEMERAL_POOLS,
+    HELM_RELEASES,
+    KUSTOMIZATIONS,
+    PROCESS_TABLES,
+    PROCESSES,
+)
+from shared.kube.client import KubeClient, Resource
+from shared.kube.errors import ApiError, Conflict, NotFound
+from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, pool_doc
+from tests.integration.reconciler.test_lifecycle import flux_process
+from tests.support.kube import wait_for
+from tools.controlplane.cluster import free_port
+from tools.processes import log_tail, stop_process_groups
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = {"reconciler": "reconciler.main", "pool": "pool_reconciler.main"}
+CONVERGE = 150.0
+"""Seconds the reconcilers get to converge after the last fault."""
+
+MAX_STARTS = 30
+"""More starts than this in one test is a crash loop, not a fault being recovered from."""
+
+LEASE_FLAGS = ["--leader-election-lease-duration", "4", "--leader-election-renew-deadline", "3",
+               "--leader-election-retry-period", "0.5"]
+"""Short leader-election timings, so a killed leader is replaced within seconds."""
+
+
+@dataclass
+class Binary:
+    role: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    leader_elect: bool = False
+
+
+@dataclass
+class Binaries:
+    """The reconcilers of one test as subprocesses (each in its own session), watching ``namespace``."""
+
+    kubeconfig: Path
+    namespace: str
+    logs: Path
+    running: list[Binary] = field(default_factory=list)
+    started: Counter[str] = field(default_factory=Counter)
+
+    def start(self, role: str, *, leader_elect: bool = False) -> Binary:
+        """Start one ``role`` (``reconciler`` or ``pool``) replica."""
+        self.started[role] += 1
+        args = ["--watch-namespace", self.namespace, "--controller-namespace", self.namespace,
+                "--health-addr", f"127.0.0.1:{free_port()}", "--heartbeat-seconds", "5",
+                f"--leader-elect={'true' if leader_elect else 'false'}"]
+        if leader_elect:
+            args += LEASE_FLAGS
+        if role == "reconciler":
+            args += ["--table-status-interval", "0.5"]
+        log = self.logs / f"{role}-{self.started[role]}.log"
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        with open(log, "wb") as handle:
+            proc = subprocess.Popen([sys.executable, "-m", MODULES[role], *args], cwd=ROOT, stdout=handle,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    env={**env, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"})
+        binary = Binary(role, proc, log, leader_elect)
+        self.running.append(binary)
+        return binary
+
+    async def supervise(self, restarts: list[str]) -> None:
+        """Restart every binary that exits by itself, as the kubelet restarts a container (a binary that
+        cannot reach the API server at start exits non-zero); each restart is noted in ``restarts``.
+        Runs until cancelled."""
+        while True:
+            for binary in list(self.running):
+                code = binary.proc.poll()
+                if code is not None:
+                    self.running.remove(binary)
+                    restarts.append(f"{binary.log.name} exited {code}, restarted")
+                    assert sum(self.started.values()) < MAX_STARTS, f"a crash loop:\n{self.report()}"
+                    self.start(binary.role, leader_elect=binary.leader_elect)
+            await anyio.sleep(0.5)  # a poll interval, as the kubelet's
+
+    def kill(self, binary: Binary) -> None:
+        """SIGKILL ``binary`` (no shutdown, no lease release) and wait for it."""
+        os.killpg(binary.proc.pid, signal.SIGKILL)
+        binary.proc.wait()
+        self.running.remove(binary)
+
+    def alive(self, role: str) -> list[Binary]:
+        return [b for b in self.running if b.role == role and b.proc.poll() is None]
+
+    def stop_all(self) -> None:
+        stop_process_groups([b.proc for b in self.running], 10)
+
+    def report(self) -> str:
+        """The tail of every log of this test, for a failure message."""
+        state = {b.log.name: "running" if b.proc.poll() is None else f"exited {b.proc.returncode}"
+                 for b in self.running}
+        return "\n".join(f"--- {log.name} ({state.get(log.name, 'gone')}):\n{log_tail(log, 20)}"
+                         for log in sorted(self.logs.glob("*.log")))
+
+
+def transient(err: ApiError) -> bool:
+    """An answer a restarting or paused API server gives (no answer, 429, 5xx): try the call again."""
+    return err.status == 0 or err.status == 429 or err.status >= 500
+
+
+async def retried(call: Callable[[], Awaitable[bytes]], *, what: str) -> bytes:
+    """``call()``, tried again while the API server answers :func:`transient` errors (60 s at most)."""
+    async def attempt() -> bytes | None:
+        try:
+            return await call()
+        except ApiError as err:
+            if transient(err):
+                return None
+            raise
+
+    return await wait_for(attempt, timeout=60, interval=0.5, what=what)
+
+
+async def items(kc: KubeClient, resource: Resource, ns: str | None) -> list[dict[str, Any]]:
+    raw = await retried(lambda: kc.list(resource, ns), what=f"a LIST of {resource.plural}")
+    listed: list[dict[str, Any]] = msgspec.json.decode(raw)["items"]
+    return listed
+
+
+def burst_documents(ns: str, processes: Sequence[str], allocations: Sequence[str],
+                    *, pool_size: int) -> list[tuple[Resource, dict[str, Any]]]:
+    """The pool, the Processes, the allocations, in creation order."""
+    docs: list[tuple[Resource, dict[str, Any]]] = [(EPHEMERAL_POOLS, pool_doc("pool", pool_size))]
+    docs += [(PROCESSES, flux_process(n)) for n in processes]
+    docs += [(EPHEMERAL_ALLOCATIONS, allocation_doc(n, "pool", ns)) for n in allocations]
+    return docs
+
+
+async def create(kc: KubeClient, resource: Resource, body: dict[str, Any], ns: str) -> None:
+    """Create ``body``, through a restarting API server (:func:`retried`); one that a lost answer did
+    create already (409) is fine."""
+    with contextlib.suppress(Conflict):
+        await retried(lambda: kc.create(resource, body, ns), what=f"creating {resource.kind}")
+
+
+def sequence(pid: str) -> int:
+    """The table's sequence number in a PID (its last dot-separated segment)."""
+    return int(pid.rsplit(".", 1)[1])
+
+
+async def converged(kc: KubeClient, ns: str, processes: Sequence[str], allocations: Sequence[str]) -> dict[str, Any]:
+    """Wait until every named Process is Attested, every allocation Bound and the pool Steady, with every
+    member Attested; return what was read."""
+    async def probe() -> dict[str, Any] | None:
+        procs = {p["metadata"]["name"]: p for p in await items(kc, PROCESSES, ns)}
+        allocs = {a["metadata"]["name"]: a for a in await items(kc, EPHEMERAL_ALLOCATIONS, ns)}
+        try:
+            pool: dict[str, Any] = msgspec.json.decode(
+                await retried(lambda: kc.get(EPHEMERAL_POOLS, "pool", ns), what="the pool"))
+        except NotFound:
+            return None
+        if any(procs.get(n, {}).get("status", {}).get("phase") != "Attested" for n in processes):
+            return None
+        if any(allocs.get(n, {}).get("status", {}).get("phase") != "Bound" for n in allocations):
+            return None
+        if pool.get("status", {}).get("phase") != "Steady":
+            return None
+        if any(p.get("status", {}).get("phase") != "Attested" for p in procs.values()):
+            return None
+        return {"processes": procs, "allocations": allocs, "pool": pool}
+
+    return await wait_for(probe, timeout=CONVERGE, interval=0.5, what="every object in its expected phase")
+
+
+async def check_invariants(kc: KubeClient, ns: str, processes: Sequence[str], allocations: Sequence[str],
+                           *, note: str) -> None:
+    """The module docstring's invariants; ``note`` (the seed and the faults done) prefixes every failure."""
+    state = await converged(kc, ns, processes, allocations)
+    procs: dict[str, dict[str, Any]] = state["processes"]
+    allocs: dict[str, dict[str, Any]] = state["allocations"]
+
+    everyone = await items(kc, PROCESSES, None)
+    pids = [p["status"]["pid"] for p in everyone if p.get("status", {}).get("pid")]
+    assert len(pids) == len(set(pids)), f"{note}: a PID is held twice: {sorted(pids)}"
+    table: dict[str, Any] = msgspec.json.decode(await retried(lambda: kc.get(PROCESS_TABLES, "proc"),
+                                                              what="the ProcessTable"))
+    handed_out = table["spec"]["nextSequence"]
+    beyond = sorted(p for p in pids if sequence(p) >= handed_out)
+    assert beyond == [], f"{note}: PIDs the table never handed out (nextSequence {handed_out}): {beyond}"
+    assert all(p["status"].get("pid") for p in procs.values()), f"{note}: a Process without a PID"
+    # a number bumped by a reconciler killed before its status write is handed out but held by no one
+    print(f"{note}: {len(pids)} PIDs held, {handed_out - 1} sequence numbers handed out")
+
+    # a flux Process renders one Kustomization, a pool member (a chart) one HelmRelease
+    children = [*await items(kc, KUSTOMIZATIONS, ns), *await items(kc, HELM_RELEASES, ns)]
+    owners = Counter(ref["uid"] for c in children for ref in c["metadata"].get("ownerReferences", [])
+                     if ref.get("controller"))
+    uids = {p["metadata"]["uid"]: name for name, p in procs.items()}
+    assert {uids[u]: n for u, n in owners.items() if u in uids and n != 1} == {}, f"{note}: not one child each"
+    assert set(uids) - set(owners) == set(), f"{note}: Processes without their Flux child"
+    assert set(owners) - set(uids) == set(), f"{note}: Flux children whose owner is gone"
+
+    assigned = Counter(a["status"]["assignedProcess"]["name"] for a in allocs.values())
+    assert [m for m, n in assigned.items() if n > 1] == [], f"{note}: a member bound to two allocations"
+    for name, alloc in allocs.items():
+        member = procs.get(alloc["status"]["assignedProcess"]["name"])
+        assert member is not None, f"{note}: {name} is bound to a Process that does not exist"
+        annotations = member["metadata"].get("annotations", {})
+        assert annotations.get(ann.POOL) == "pool", f"{note}: {name}'s member is not the pool's"
+        assert annotations.get(ann.ALLOCATION) == name, f"{note}: {name}'s member names another allocation"
+    holders = [p for p in procs.values() if p["metadata"].get("annotations", {}).get(ann.ALLOCATION)]
+    assert len(holders) == len(allocs), f"{note}: members held {len(holders)} ≠ allocations {len(allocs)}"
