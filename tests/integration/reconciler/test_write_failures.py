@@ -1,6 +1,7 @@
 """A child write the API server refuses is surfaced, not only logged (docs/behaviour.md#write-failures):
 the reconciler runs as a ServiceAccount whose ClusterRole is the chart's minus the right to write
-Kustomizations; the Process stays Execing with ``Stalled=True`` reason ``WriteRefused`` naming the
+Kustomizations; the Process keeps its stored phase (Pending: its first pass is folded through Forking and
+Execing, and nothing of it is written) with ``Stalled=True`` reason ``WriteRefused`` naming the
 Kustomization and the server's 403, one aggregated Warning Event, no crash; once the right is granted
 it goes on to Attested and the stall is gone."""
 
@@ -76,7 +77,7 @@ async def test_a_refused_apply_is_a_stall_with_a_warning_and_clears_once_allowed
             process = await wait_for(refused, timeout=60, what="web Stalled by the refused Kustomization apply")
             cond = stalled(process)
             assert cond is not None
-            assert process["status"]["phase"] == "Execing"
+            assert process["status"]["phase"] == "Pending"  # the fold's writes all come after the apply
             assert cond["reason"] == "WriteRefused"
             assert cond["message"].startswith(f"apply Kustomization {namespace}/")
             assert "403" in cond["message"]
