@@ -148,10 +148,17 @@ async def drive(kc: KubeClient, ns: str) -> None:
     selfish = flux_process("selfish")  # a self-dependency: Stalled in Forking, kstatus Failed
     selfish["spec"]["dependsOn"] = [{"name": "selfish", "mustReach": "Attested"}]
     await kc.create(PROCESSES, selfish, ns)
+    # a precondition never met: it waits in Execing (a new Process only passes through Execing otherwise,
+    # its first pass folded into one write: docs/behaviour.md#folded-phases)
+    gated = flux_process("gated")
+    gated["spec"]["boundary"] = {"preconditions": [{"kind": "ProcessPhase",
+                                                    "params": {"processRef": "absent", "phase": "Attested"}}]}
+    await kc.create(PROCESSES, gated, ns)
     await kc.create(EPHEMERAL_POOLS, pool_doc("pool", 1), ns)
     for name in ("web", "killed", "gone", "hand"):
         await reach(kc, PROCESSES, ns, name, "Attested")
     await reach(kc, PROCESSES, ns, "doomed", "Failed")
+    await reach(kc, PROCESSES, ns, "gated", "Execing")
 
     web = await get(kc, PROCESSES, "web", ns)
     assert web is not None
