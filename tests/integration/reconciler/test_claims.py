@@ -175,6 +175,8 @@ async def test_a_hand_deleted_or_edited_stable_ingress_is_put_back_without_recon
         assert (await claims(kc))[KEY]["holder"] == f"{namespace}/only"
         seen = await events_of(kc, namespace, "only")
         assert not [key for key in seen if key[0] == "PhaseReconverging"]
-        assert seen[missing] - before.get(missing, 0) == 1
-        assert seen[changed] - before.get(changed, 0) == 1
+        # one repair each; a pass woken before the Ingress cache shows the re-apply applies it once more and
+        # says so again (docs/behaviour.md#attested), never a storm
+        assert 1 <= seen[missing] - before.get(missing, 0) <= 2
+        assert 1 <= seen[changed] - before.get(changed, 0) <= 2
         assert await phase_is(kc, namespace, "only", "Attested")
