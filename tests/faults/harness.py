@@ -75,6 +75,8 @@ class Binaries:
     logs: Path
     running: list[Binary] = field(default_factory=list)
     started: Counter[str] = field(default_factory=Counter)
+    _changed: anyio.Event | None = None
+    """Set by :meth:`start` while :meth:`supervise` runs, so it watches the new binary too."""
 
     def start(self, role: str, *, leader_elect: bool = False) -> Binary:
         """Start one ``role`` (``reconciler`` or ``pool``) replica."""
@@ -94,21 +96,45 @@ class Binaries:
                                     env={**env, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"})
         binary = Binary(role, proc, log, leader_elect)
         self.running.append(binary)
+        if self._changed is not None:
+            self._changed.set()
         return binary
 
     async def supervise(self, restarts: list[str]) -> None:
         """Restart every binary that exits by itself, as the kubelet restarts a container (a binary that
         cannot reach the API server at start exits non-zero); each restart is noted in ``restarts``.
-        Runs until cancelled."""
-        while True:
-            for binary in list(self.running):
-                code = binary.proc.poll()
-                if code is not None:
-                    self.running.remove(binary)
-                    restarts.append(f"{binary.log.name} exited {code}, restarted")
-                    assert sum(self.started.values()) < MAX_STARTS, f"a crash loop:\n{self.report()}"
-                    self.start(binary.role, leader_elect=binary.leader_elect)
-            await anyio.sleep(0.5)  # a poll interval, as the kubelet's
+        Each binary is waited on (its exit wakes the supervisor; nothing is polled). Runs until cancelled."""
+        watched: set[int] = set()
+        async with anyio.create_task_group() as tg:
+            while True:
+                self._changed = anyio.Event()
+                for binary in list(self.running):
+                    if id(binary) not in watched:
+                        watched.add(id(binary))
+                        tg.start_soon(self._restart_on_exit, binary, restarts)
+                await self._changed.wait()
+
+    async def _restart_on_exit(self, binary: Binary, restarts: list[str]) -> None:
+        code = await anyio.to_thread.run_sync(binary.proc.wait, abandon_on_cancel=True)
+        if binary not in self.running:
+            return  # killed on purpose (:meth:`kill` takes it out of ``running`` as it reaps it)
+        # a binary exits when the API server does not answer at its start: restart it once it answers again
+        # (the kubelet's restart back-off does the same job), or it would only exit again at once
+        await wait_for(self._api_ready, timeout=120, interval=0.2, what="the API server to answer /readyz")
+        if binary not in self.running:
+            return
+        self.running.remove(binary)
+        restarts.append(f"{binary.log.name} exited {code}, restarted")
+        assert sum(self.started.values()) < MAX_STARTS, f"a crash loop:\n{self.report()}"
+        self.start(binary.role, leader_elect=binary.leader_elect)
+
+    async def _api_ready(self) -> bool:
+        try:
+            async with await KubeClient.from_kubeconfig(self.kubeconfig) as client:
+                await client.request("GET", "/readyz", request_timeout=2)
+        except ApiError:
+            return False
+        return True
 
     def kill(self, binary: Binary) -> None:
         """SIGKILL ``binary`` (no shutdown, no lease release) and wait for it."""

@@ -258,7 +258,7 @@ async def test_jobs_run_concurrently_and_a_job_deleted_mid_run_has_its_process_s
     async with stand_in(kc, control_plane, namespace, tmp_path / "logs") as runner:
         for name in ("one", "two", "stuck"):
             await kc.create(JOBS, export_job(name, command=wait if name != "stuck" else
-                                             [sys.executable, "-c", "import time; time.sleep(600)"],
+                                             [sys.executable, "-c", "import signal; signal.pause()"],
                                              args=[name] if name != "stuck" else []), namespace)
         async def both_running() -> bool:
             return all((tmp_path / n).exists() for n in ("one", "two"))
