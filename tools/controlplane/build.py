@@ -1,13 +1,13 @@
-"""Build kube-apiserver, kube-controller-manager and etcd from their published Go modules.
+"""Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl and etcd from their Go modules.
 
-Neither binary is packaged for this platform, so they are compiled from the Go module
+None of them is packaged for this platform, so they are compiled from the Go module
 proxy (README.md#local-control-plane, "Build"):
 
 - a wrapper module is generated in the cache folder; it ``replace``s every staging module
   that ``k8s.io/kubernetes``'s own go.mod requires at ``v0.0.0`` with the matching
   ``v0.<minor>.<patch>`` tag (read from that go.mod, never hard-coded), copies the release's
   ``go`` and ``godebug`` lines (GODEBUG defaults come from the main module), then
-  ``go get -tool``s the three commands and ``go build``s them with upstream's version
+  ``go get -tool``s the commands and ``go build``s them with upstream's version
   ldflags;
 - etcd is built at the version the Kubernetes release itself pins, so the wrapper adds
   no requirement upstream does not already have;
@@ -42,11 +42,16 @@ KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
 """Pinned etcd server: the version k8s.io/kubernetes v1.36.x itself requires."""
 
-BINARIES = ("kube-apiserver", "kube-controller-manager", "etcd")
+BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "etcd")
+"""The control plane's binaries, the node's kubelet and kube-scheduler, and kubectl at the same version (built
+from the same module)."""
 
 _PACKAGES = {
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
     "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+    "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+    "kubelet": "k8s.io/kubernetes/cmd/kubelet",
+    "kubectl": "k8s.io/kubernetes/cmd/kubectl",
     "etcd": "go.etcd.io/etcd/server/v3",
 }
 
@@ -207,10 +212,8 @@ class Toolchain:
                                    cwd=src))
         upstream = Path(info["GoMod"]).read_text()
         (src / "go.mod").write_text(self.wrapper_go_mod(upstream))
-        self._go("get", "-tool",
-                 f"{_PACKAGES['kube-apiserver']}@{self.kubernetes_version}",
-                 f"{_PACKAGES['kube-controller-manager']}@{self.kubernetes_version}",
-                 f"{_PACKAGES['etcd']}@{self.etcd_version}", cwd=src)
+        self._go("get", "-tool", *(f"{pkg}@{self.etcd_version if name == 'etcd' else self.kubernetes_version}"
+                                   for name, pkg in _PACKAGES.items()), cwd=src)
         resolved = (src / "go.mod").read_text()
         if re.search(r"^\s*k8s\.io/\S+ v0\.0\.0\s*$", resolved, re.M):
             raise BuildError("a k8s.io staging module is still required at v0.0.0 after replacing")

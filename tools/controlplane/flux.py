@@ -37,10 +37,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GoComponent:
-    """One binary built from a published Go module at a pinned version.
+    """One binary (or a few) built from a published Go module at a pinned version.
 
     ``package`` is the main package's import path; ``crds`` is whether the module ships Flux CRDs
-    under ``config/crd/bases``; ``ldflags`` are appended to ``-s -w`` (upstream's version stamp).
+    under ``config/crd/bases``; ``ldflags`` are appended to ``-s -w`` (upstream's version stamp);
+    ``tags`` are Go build tags; ``also`` names more ``(binary, package)`` pairs built from the same
+    wrapper module (containerd's ``ctr`` and shim beside ``containerd``).
     """
 
     name: str
@@ -49,6 +51,13 @@ class GoComponent:
     package: str
     crds: bool = False
     ldflags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    also: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def binaries(self) -> tuple[tuple[str, str], ...]:
+        """Every ``(binary name, package)`` this component builds, the main one first."""
+        return ((self.name, self.package), *self.also)
 
 
 SOURCE_CONTROLLER = GoComponent("source-controller", "github.com/fluxcd/source-controller", "v1.9.6",
@@ -136,12 +145,16 @@ class Built:
     def binary(self) -> Path:
         return self.root / "bin" / self.component.name
 
+    def binary_named(self, name: str) -> Path:
+        """Path of one of the component's :attr:`GoComponent.binaries` (it may not exist yet)."""
+        return self.root / "bin" / name
+
     @property
     def crd_dir(self) -> Path:
         return self.root / "crds"
 
     def is_built(self) -> bool:
-        if not os.access(self.binary, os.X_OK):
+        if not all(os.access(self.binary_named(name), os.X_OK) for name, _ in self.component.binaries):
             return False
         return not self.component.crds or any(self.crd_dir.glob("*.yaml"))
 
@@ -166,12 +179,14 @@ class Built:
         info = json.loads(self._go("mod", "download", "-json", f"{comp.module}@{comp.version}", cwd=src))
         upstream = Path(info["GoMod"]).read_text()
         (src / "go.mod").write_text(wrapper_go_mod(comp, upstream, EXTRA_REPLACES.get(comp.name)))
-        self._go("get", "-tool", f"{comp.package}@{comp.version}", cwd=src)
+        self._go("get", "-tool", *(f"{package}@{comp.version}" for _, package in comp.binaries), cwd=src)
         partial = self.root / "bin.partial"
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir()
         ldflags = " ".join(("-s", "-w", *comp.ldflags))
-        self._go("build", "-trimpath", f"-ldflags={ldflags}", "-o", str(partial / comp.name), comp.package, cwd=src)
+        tags = [f"-tags={','.join(comp.tags)}"] if comp.tags else []
+        for name, package in comp.binaries:
+            self._go("build", "-trimpath", *tags, f"-ldflags={ldflags}", "-o", str(partial / name), package, cwd=src)
         if comp.crds:
             bases = Path(info["Dir"]) / "config" / "crd" / "bases"
             crds = sorted(bases.glob("*.yaml"))
