@@ -10,6 +10,13 @@ started from the main thread: the signal is tied to the forking thread).
 
 kube-controller-manager runs only the garbage-collector, namespace and serviceaccount
 controllers, so ownerReference cascades and namespace deletion are real.
+
+With ``for_node=True`` the plane is a cluster a kubelet can join (:mod:`tools.controlplane.node`,
+README.md#a-real-node): ServiceAccount and NodeRestriction admission, Node+RBAC authorization, the
+kube-controller-manager controllers workloads need (:data:`NODE_CONTROLLERS`), kube-scheduler, a serving
+certificate that also names the ``kubernetes`` Service VIP and the node's forward, a client certificate for
+the kubelet API, and an egress selector that dials nodes and pods through the node's proxy (a UNIX socket,
+:attr:`LocalControlPlane.egress_socket`).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import Any
 import yaml
 
 from tools.controlplane.build import Toolchain
+from tools.controlplane.nodenet import API_SERVER_SANS, SERVICE_CIDR
 from tools.controlplane.pki import CertificateAuthority, KeyPair, service_account_signing_key
 from tools.processes import log_tail, stop_process_groups
 
@@ -47,6 +55,13 @@ ADMIN_USER = "admin"
 ADMIN_GROUPS = ("system:masters",)
 CONTROLLERS = ("garbage-collector-controller", "namespace-controller", "serviceaccount-controller")
 """kube-controller-manager controllers started."""
+
+NODE_CONTROLLERS = (*CONTROLLERS, "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
+                    "clusterrole-aggregation-controller", "job-controller", "replicaset-controller",
+                    "deployment-controller", "ttl-after-finished-controller", "pod-garbage-collector-controller",
+                    "node-lifecycle-controller", "taint-eviction-controller", "disruption-controller")
+"""kube-controller-manager controllers started when a node runs: what Deployments, Jobs and pods with
+ServiceAccount tokens need, and the node's lifecycle."""
 
 START_TIMEOUT = 90.0
 """Seconds to wait for each component to become ready (envtest waits 20 s; a 2-core CI machine needs 60 or more)."""
@@ -111,11 +126,13 @@ class LocalControlPlane:
         toolchain: where the binaries are; built on first use.
         controller_manager: also run kube-controller-manager (GC, namespaces, SAs).
         work_dir: parent for the temp directory (default: the system temp dir).
+        for_node: configure a cluster a kubelet can join, and run kube-scheduler (module docstring).
     """
 
     toolchain: Toolchain = field(default_factory=Toolchain.default)
     controller_manager: bool = True
     work_dir: Path | None = None
+    for_node: bool = False
     server: str = ""
     etcd_url: str = ""
     dir: Path = field(default=Path())
@@ -132,6 +149,23 @@ class LocalControlPlane:
     @property
     def ca_file(self) -> Path:
         return self.dir / "ca.crt"
+
+    @property
+    def api_port(self) -> int:
+        """The API server's port on 127.0.0.1."""
+        return int(self.server.rsplit(":", 1)[1])
+
+    @property
+    def egress_socket(self) -> Path:
+        """The UNIX socket kube-apiserver dials nodes and pods through (``for_node`` only; the node's proxy
+        listens on it)."""
+        return self.dir / "egress.sock"
+
+    def issue_client(self, user: str, groups: tuple[str, ...] = ()) -> KeyPair:
+        """A client certificate for ``user`` in ``groups``, signed by the plane's CA."""
+        if self._ca is None:
+            raise ControlPlaneError("control plane not started")
+        return self._ca.issue_client(user, groups)
 
     def kubeconfig_for(self, user: str, groups: tuple[str, ...] = ()) -> Path:
         """Write and return a kubeconfig authenticating as ``user`` in ``groups`` by client cert."""
@@ -242,7 +276,8 @@ class LocalControlPlane:
         d = self.dir
         ca = self._ca = CertificateAuthority()
         self.ca_file.write_bytes(ca.cert_pem)
-        serving_cert, serving_key = ca.issue_server(["localhost", "127.0.0.1"]).write(d, "apiserver")
+        hosts = ["localhost", "127.0.0.1", *(API_SERVER_SANS if self.for_node else ())]
+        serving_cert, serving_key = ca.issue_server(hosts).write(d, "apiserver")
         admin_cert, admin_key = ca.issue_client(ADMIN_USER, ADMIN_GROUPS).write(d, "admin")
         sa_private, sa_public = service_account_signing_key()
         (d / "sa.key").write_bytes(sa_private)
@@ -276,13 +311,13 @@ class LocalControlPlane:
             f"--tls-cert-file={serving_cert}",
             f"--tls-private-key-file={serving_key}",
             f"--client-ca-file={self.ca_file}",
-            "--authorization-mode=RBAC",
             f"--service-account-issuer={self.server}/",
             f"--service-account-signing-key-file={d / 'sa.key'}",
             f"--service-account-key-file={d / 'sa.pub'}",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
+            *(self._node_apiserver_flags() if self.for_node else [
+                "--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount"]),
             "--advertise-address=127.0.0.1",
             "--endpoint-reconciler-type=none",
             "-v=1",
@@ -295,10 +330,12 @@ class LocalControlPlane:
             kcm_cert, kcm_key = ca.issue_client("system:kube-controller-manager", ADMIN_GROUPS).write(d, "kcm")
             kcm_config = d / "kubeconfig-kcm"
             self._write_kubeconfig(kcm_config, "system:kube-controller-manager", kcm_cert, kcm_key)
+            node_flags = [f"--service-account-private-key-file={d / 'sa.key'}", f"--root-ca-file={self.ca_file}"]
             kcm = self._launch("kube-controller-manager", [
                 str(self.toolchain.binary("kube-controller-manager")),
                 f"--kubeconfig={kcm_config}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(NODE_CONTROLLERS if self.for_node else CONTROLLERS)}",
+                *(node_flags if self.for_node else []),
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",
@@ -307,10 +344,46 @@ class LocalControlPlane:
                 "--kube-api-burst=400",
                 "-v=1",
             ])
-            insecure = ssl.create_default_context()
-            insecure.check_hostname = False
-            insecure.verify_mode = ssl.CERT_NONE
-            self._wait(kcm, lambda: http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure))
+            self._wait(kcm, lambda: http_ok(f"https://127.0.0.1:{kcm_port}/healthz", _self_signed()))
+        if self.for_node:
+            self._start_scheduler(ca)
+
+    def _node_apiserver_flags(self) -> list[str]:
+        """kube-apiserver's flags for a cluster with a node: admission, authorization, the kubelet client
+        certificate and the egress selector through the node's proxy."""
+        assert self._ca is not None
+        d = self.dir
+        kubelet_cert, kubelet_key = self._ca.issue_client("kube-apiserver-kubelet-client", ADMIN_GROUPS).write(
+            d, "apiserver-kubelet-client")
+        egress = d / "egress-selector.yaml"
+        egress.write_text(yaml.safe_dump({
+            "apiVersion": "apiserver.k8s.io/v1beta1", "kind": "EgressSelectorConfiguration",
+            "egressSelections": [{"name": "cluster", "connection": {
+                "proxyProtocol": "HTTPConnect", "transport": {"uds": {"udsName": str(self.egress_socket)}}}}]}))
+        return ["--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+                f"--kubelet-client-certificate={kubelet_cert}", f"--kubelet-client-key={kubelet_key}",
+                "--kubelet-preferred-address-types=InternalIP", f"--egress-selector-config-file={egress}"]
+
+    def _start_scheduler(self, ca: CertificateAuthority) -> None:
+        d = self.dir
+        port = free_port()
+        cert, key = ca.issue_client("system:kube-scheduler", ADMIN_GROUPS).write(d, "scheduler")
+        config = d / "kubeconfig-scheduler"
+        self._write_kubeconfig(config, "system:kube-scheduler", cert, key)
+        scheduler = self._launch("kube-scheduler", [
+            str(self.toolchain.binary("kube-scheduler")),
+            f"--kubeconfig={config}",
+            f"--authentication-kubeconfig={config}",
+            f"--authorization-kubeconfig={config}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={d / 'scheduler-certs'}",
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            "-v=1",
+        ])
+        self._wait(scheduler, lambda: http_ok(f"https://127.0.0.1:{port}/healthz", _self_signed()))
 
     def _launch(self, name: str, args: list[str]) -> _Component:
         component = _Component(name, args, self.dir / f"{name}.log")
@@ -343,6 +416,15 @@ class LocalControlPlane:
         }
         path.touch(mode=0o600)
         path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _self_signed() -> ssl.SSLContext:
+    """A TLS context that accepts the self-signed serving certificate kube-controller-manager and kube-scheduler
+    make for their own ``/healthz`` (only that endpoint is read with it)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
 
 
 def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,460 @@
+"""A real node for the local control plane: containerd, runc, the CNI plugins and the kubelet in a sandbox.
+
+(README.md#a-real-node.) The node joins a :class:`~tools.controlplane.cluster.LocalControlPlane` started with
+``for_node=True``. Everything of the node runs inside a :class:`~tools.controlplane.sandbox.Sandbox` (private
+mount, network and PID namespaces), so nothing collides with another run and nothing is left behind:
+
+- **containerd** v2.2 (built from its Go module, :mod:`tools.controlplane.containerd`) with its state and root
+  under this run's directory, runc from Debian, and the CRI plugin's CNI set to a bridge (``cni0``) with
+  host-local IPAM on :data:`~tools.controlplane.nodenet.POD_CIDR`, Debian's CNI plugins;
+  ``restrict_oom_score_adj`` because the machine lacks ``CAP_SYS_RESOURCE``; the sandbox (pause) image is
+  built locally (:mod:`tools.controlplane.images`) and pinned.
+- **kubelet** v1.36.3 (built with the control plane) as ``system:node:tatara-node`` with a client certificate,
+  ``cgroupDriver: cgroupfs`` and ``failCgroupV1: false`` (the host has cgroup v1), its cgroups under a root
+  of this run's own (``/tatara-<id>``, removed at stop), serving on the node IP with a certificate from the
+  plane's CA, x509 + webhook authentication and webhook authorization (as kubeadm configures it). No DNS
+  server runs: ``clusterDNS`` names the node IP, where a query is refused at once (so pods keep the
+  ``ClusterFirst`` policy without the kubelet's MissingClusterDNS warning on every pod), and the node's own
+  ``resolv.conf`` is empty.
+- **the proxy** (:mod:`tools.controlplane.netns_proxy`): the API server and every port in ``forwards`` on the
+  host's loopback appear on the node IP, and the API server reaches the kubelet and pods through its egress
+  selector. The ``kubernetes`` Service VIP is DNATed to the API server's forward inside the sandbox.
+
+Images reach containerd by ``ctr images import`` of OCI archives (:meth:`LocalNode.import_image`); pods use
+them with ``imagePullPolicy: Never`` or ``IfNotPresent``. Start and stop are as careful as the control plane's:
+own process groups, death with the parent, SIGTERM then SIGKILL; the sandbox's end kills what is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from tools.controlplane.cluster import ControlPlaneError, LocalControlPlane
+from tools.controlplane.containerd import built as containerd_built
+from tools.controlplane.images import PAUSE_IMAGE, ImageBuilder
+from tools.controlplane.nodenet import (
+    API_NODE_PORT,
+    KUBELET_PORT,
+    NODE_CIDR,
+    NODE_IP,
+    NODE_NAME,
+    POD_CIDR,
+)
+from tools.controlplane.sandbox import Sandbox, stop_group
+from tools.processes import log_tail
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 120.0
+"""Seconds the node has to become Ready (25 s measured on 2 cores)."""
+STOP_GRACE = 20.0
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CNI_BIN_DIR = Path("/usr/lib/cni")
+RUNC = Path("/usr/sbin/runc")
+CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+K8S_NAMESPACE = "k8s.io"
+"""containerd's namespace for the CRI's images and containers."""
+
+DEBIAN_PACKAGES = ("runc", "containernetworking-plugins", "iptables", "buildah", "mmdebstrap", "iproute2")
+"""The node's Debian packages (``make node-deps`` installs them)."""
+
+
+class NodeError(RuntimeError):
+    """The node could not start, or a node operation failed (the message has the relevant log tail)."""
+
+
+def missing_debian_packages() -> list[str]:
+    """The :data:`DEBIAN_PACKAGES` whose programs are not installed."""
+    probes = {"runc": RUNC.exists(), "containernetworking-plugins": (CNI_BIN_DIR / "bridge").exists(),
+              "iptables": shutil.which("iptables") is not None, "buildah": shutil.which("buildah") is not None,
+              "mmdebstrap": shutil.which("mmdebstrap") is not None, "iproute2": shutil.which("ip") is not None}
+    return [pkg for pkg in DEBIAN_PACKAGES if not probes[pkg]]
+
+
+def cni_config() -> dict[str, Any]:
+    """The pods' network: one bridge, host-local IPAM on :data:`POD_CIDR`, a default route to the bridge."""
+    return {"cniVersion": "1.0.0", "name": "tatara", "plugins": [{
+        "type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
+        "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}]},
+    }]}
+
+
+def containerd_config(root: Path, cni_conf_dir: Path) -> str:
+    """containerd's config (version 3, containerd 2.x): state on the sandbox's tmpfs, root in ``root``,
+    runc with cgroupfs, CNI from ``cni_conf_dir``, the local pause image pinned."""
+    return f"""version = 3
+root = "{root / 'root'}"
+state = "/run/containerd"
+imports = []
+disabled_plugins = ["io.containerd.nri.v1.nri"]
+
+[grpc]
+  address = "{CONTAINERD_SOCKET}"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root / 'opt'}"
+
+[plugins."io.containerd.image-verifier.v1.bindir"]
+  bin_dir = "{root / 'image-verifier'}"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  enable_cdi = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["{CNI_BIN_DIR}"]
+    conf_dir = "{cni_conf_dir}"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "{RUNC}"
+        SystemdCgroup = false
+"""
+
+
+def kubelet_config(ca_file: Path, tls: tuple[Path, Path], cgroup_root: str, resolv_conf: Path) -> dict[str, Any]:
+    """The kubelet's ``KubeletConfiguration`` (kubelet.config.k8s.io/v1beta1); see the module docstring."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "address": NODE_IP, "port": KUBELET_PORT, "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1", "healthzPort": 10248,
+        "tlsCertFile": str(tls[0]), "tlsPrivateKeyFile": str(tls[1]),
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                           "x509": {"clientCAFile": str(ca_file)}},
+        "authorization": {"mode": "Webhook"},
+        "cgroupDriver": "cgroupfs", "cgroupRoot": cgroup_root, "failCgroupV1": False, "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
+        "resolvConf": str(resolv_conf), "clusterDomain": "cluster.local", "clusterDNS": [NODE_IP],
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                         "nodefs.inodesFree": "1%"},
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False, "rotateCertificates": False, "serverTLSBootstrap": False,
+        "syncFrequency": "10s", "fileCheckFrequency": "10s", "nodeStatusUpdateFrequency": "5s",
+        "protectKernelDefaults": False, "localStorageCapacityIsolation": False,
+        "shutdownGracePeriod": "0s", "maxPods": 110,
+    }
+
+
+@dataclass
+class _Daemon:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+
+@dataclass
+class LocalNode:
+    """One node (containerd + kubelet in a sandbox) joined to ``plane``; see the module docstring.
+
+    Args:
+        plane: a started control plane with ``for_node=True``.
+        forwards: ports of services on the host's 127.0.0.1 that pods reach at ``NODE_IP`` on the same port
+            (NATS, the HTTP receiver).
+        work_dir: parent of this run's directory (default: the system temp dir).
+    """
+
+    plane: LocalControlPlane
+    forwards: Sequence[int] = ()
+    work_dir: Path | None = None
+    dir: Path = field(default=Path())
+    sandbox: Sandbox | None = None
+    _daemons: list[_Daemon] = field(default_factory=list)
+    _cgroup: str = ""
+    _images: ImageBuilder = field(default_factory=ImageBuilder.default)
+    _ctr_path: Path = field(default=Path())
+
+    # -- public --------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return NODE_NAME
+
+    @property
+    def ip(self) -> str:
+        return NODE_IP
+
+    def start(self) -> LocalNode:
+        """Build what is missing, start the sandbox, proxy, containerd and kubelet; wait for the Node to be Ready.
+
+        Raises:
+            NodeError: a Debian package is missing, or a component exited or did not get ready in time.
+            tools.controlplane.build.BuildError, tools.controlplane.images.ImageError: a build failed.
+        """
+        if not self.plane.for_node:
+            raise NodeError("the control plane was not started with for_node=True")
+        missing = missing_debian_packages()
+        if missing:
+            raise NodeError(f"the node needs Debian packages that are not installed: {' '.join(missing)} "
+                            "(`make node-deps` installs them)")
+        containerd = containerd_built()
+        containerd.ensure_built()
+        kubelet = self.plane.toolchain.ensure_built() / "kubelet"
+        pause = self._images.pause_binary()
+        pause_image = self._images.pause()
+        self.dir = Path(tempfile.mkdtemp(prefix="tatara-node-", dir=self.work_dir))
+        try:
+            self.sandbox = Sandbox(self.dir / "sandbox", pause).start()
+            self._start_proxy()
+            self._make_cgroup_root()
+            self._start_containerd(containerd.binary.parent)
+            self.import_image(pause_image)
+            self._start_kubelet(kubelet)
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop the kubelet, containerd and the proxy (SIGTERM, then SIGKILL), end the sandbox (and with it
+        every container), remove the cgroups and this run's directory."""
+        for daemon in reversed(self._daemons):
+            stop_group(daemon.proc, STOP_GRACE)
+        self._daemons.clear()
+        if self.sandbox is not None:
+            self.sandbox.stop()
+            self.sandbox = None
+        self._remove_cgroup_root()
+        if self.dir != Path() and self.dir.exists():
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = Path()
+
+    def __enter__(self) -> LocalNode:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def import_image(self, archive: Path) -> None:
+        """Import an OCI archive into containerd's CRI namespace (the image keeps the name it was pushed with).
+
+        Raises:
+            NodeError: ``ctr`` failed.
+        """
+        self._ctr("images", "import", "--no-unpack=false", str(archive), timeout=300)
+
+    def images(self) -> list[str]:
+        """The image references containerd's CRI namespace holds."""
+        return self._ctr("images", "list", "--quiet").split()
+
+    def restart_containerd(self) -> None:
+        """SIGTERM containerd and start it again with the same config (running containers stay, as on a
+        real node: their shims outlive containerd); wait until it answers."""
+        daemon = self._daemon("containerd")
+        stop_group(daemon.proc, STOP_GRACE)
+        self._daemons.remove(daemon)
+        self._start_containerd(containerd_built().binary.parent)
+
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's processes (``containerd://<id>`` or ``<id>``), as an OOM kill or a crash would;
+        the kubelet restarts it under the pod's restartPolicy.
+
+        Raises:
+            NodeError: ``ctr`` failed (no such container).
+        """
+        cid = container_id.removeprefix("containerd://")
+        self._ctr("tasks", "kill", "--signal", "SIGKILL", cid)
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        """The last lines of a node component's log (``containerd``, ``kubelet``, ``proxy``)."""
+        return log_tail(self.dir / f"{name}.log", lines)
+
+    def pod_logs(self, namespace: str, pod: str) -> str:
+        """Every container log of ``namespace/pod`` from the node's ``/var/log/pods`` (for a failing test's
+        message; ``kubectl logs`` works too, through the API server's egress)."""
+        if self.sandbox is None:
+            return ""
+        root = self.sandbox.path("/var/log/pods")
+        out = []
+        for folder in sorted(root.glob(f"{namespace}_{pod}_*")):
+            for path in sorted(folder.rglob("*.log")):
+                out.append(f"== {path.relative_to(folder)}\n{log_tail(path, 60)}")
+        return "\n".join(out)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _daemon(self, name: str) -> _Daemon:
+        for daemon in self._daemons:
+            if daemon.name == name:
+                return daemon
+        raise NodeError(f"{name} is not running")
+
+    def _launch(self, name: str, proc: subprocess.Popen[bytes]) -> _Daemon:
+        daemon = _Daemon(name, proc, self.dir / f"{name}.log")
+        self._daemons.append(daemon)
+        return daemon
+
+    def _wait(self, daemon: _Daemon, ready: Callable[[], bool], timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if daemon.proc.poll() is not None:
+                raise NodeError(f"{daemon.name} exited with {daemon.proc.returncode}:\n{log_tail(daemon.log_path)}")
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                raise NodeError(f"{daemon.name} not ready after {timeout:.0f} s:\n{log_tail(daemon.log_path)}")
+            time.sleep(0.1)
+
+    def _start_proxy(self) -> None:
+        assert self.sandbox is not None
+        forwards = [f"{NODE_IP}:{API_NODE_PORT}=127.0.0.1:{self.plane.api_port}",
+                    *(f"{NODE_IP}:{port}=127.0.0.1:{port}" for port in self.forwards)]
+        log_path = self.dir / "proxy.log"
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tools.controlplane.netns_proxy", f"--netns={self.sandbox.netns}",
+                 *(f"--forward={f}" for f in forwards), f"--connect-socket={self.plane.egress_socket}",
+                 f"--allow={NODE_CIDR}", f"--allow={POD_CIDR}"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_die_with_parent, cwd=Path(__file__).resolve().parents[2])
+        daemon = self._launch("proxy", proc)
+        self._wait(daemon, lambda: "ready" in log_tail(log_path).splitlines(), timeout=30)
+
+    def _make_cgroup_root(self) -> None:
+        """``/tatara-<id>`` in every cgroup v1 hierarchy, cpuset's copied from its parent (a new cpuset cgroup
+        starts empty and takes no task)."""
+        self._cgroup = f"tatara-{uuid.uuid4().hex[:8]}"
+        for hierarchy in _hierarchies():
+            path = hierarchy / self._cgroup
+            path.mkdir(exist_ok=True)
+            if hierarchy.name == "cpuset":
+                for key in ("cpuset.cpus", "cpuset.mems"):
+                    (path / key).write_text((hierarchy / key).read_text())
+
+    def _remove_cgroup_root(self) -> None:
+        if not self._cgroup:
+            return
+        for hierarchy in _hierarchies():
+            root = hierarchy / self._cgroup
+            if not root.exists():
+                continue
+            for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+            with contextlib.suppress(OSError):
+                root.rmdir()
+        self._cgroup = ""
+
+    def _start_containerd(self, bin_dir: Path) -> None:
+        assert self.sandbox is not None
+        root = self.dir / "containerd"
+        cni = self.dir / "cni"
+        cni.mkdir(exist_ok=True)
+        (cni / "10-tatara.conflist").write_text(json.dumps(cni_config(), indent=2))
+        config = self.dir / "containerd.toml"
+        config.write_text(containerd_config(root, cni))
+        env = {"PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+        proc = self.sandbox.popen([str(bin_dir / "containerd"), f"--config={config}", "--log-level=warn"],
+                                  self.dir / "containerd.log", env=env)
+        daemon = self._launch("containerd", proc)
+        self._ctr_path = bin_dir / "ctr"
+        self._wait(daemon, self._containerd_answers, timeout=60)
+
+    def _containerd_answers(self) -> bool:
+        try:
+            self._ctr("version", timeout=5)
+        except NodeError:
+            return False
+        return True
+
+    def _ctr(self, *args: str, timeout: float = 60) -> str:
+        assert self.sandbox is not None
+        socket = self.sandbox.path(CONTAINERD_SOCKET)
+        proc = subprocess.run([str(self._ctr_path), f"--address={socket}", f"--namespace={K8S_NAMESPACE}", *args],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if proc.returncode != 0:
+            raise NodeError(f"ctr {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        return proc.stdout
+
+    def _start_kubelet(self, kubelet: Path) -> None:
+        assert self.sandbox is not None
+        d = self.dir / "kubelet"
+        d.mkdir()
+        client_cert, client_key = self.plane.issue_client(f"system:node:{NODE_NAME}", ("system:nodes",)).write(
+            d, "client")
+        tls = self.plane.issue_server([NODE_IP, NODE_NAME]).write(d, "serving")
+        kubeconfig = d / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {"server": f"https://{NODE_IP}:{API_NODE_PORT}",
+                                                       "certificate-authority": str(self.plane.ca_file)}}],
+            "users": [{"name": "kubelet", "user": {"client-certificate": str(client_cert),
+                                                   "client-key": str(client_key)}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "kubelet"}}],
+            "current-context": "local"}))
+        resolv = d / "resolv.conf"
+        resolv.write_text("")
+        config = d / "config.yaml"
+        config.write_text(yaml.safe_dump(kubelet_config(self.plane.ca_file, tls, f"/{self._cgroup}", resolv)))
+        proc = self.sandbox.popen([str(kubelet), f"--config={config}", f"--kubeconfig={kubeconfig}",
+                                   f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}", "--v=1"],
+                                  self.dir / "kubelet.log",
+                                  env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
+        self._launch("kubelet", proc)
+
+    def _wait_ready(self) -> None:
+        ctx = ssl.create_default_context(cafile=str(self.plane.ca_file))
+        ctx.load_cert_chain(str(self.plane.dir / "admin.crt"), str(self.plane.dir / "admin.key"))
+        url = f"{self.plane.server}/api/v1/nodes/{NODE_NAME}"
+
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+                    node = json.loads(resp.read())
+            except (urllib.error.URLError, OSError, ValueError):
+                return False
+            return any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (node.get("status") or {}).get("conditions") or [])
+
+        self._wait(self._daemon("kubelet"), ready)
+
+
+def _hierarchies() -> Iterator[Path]:
+    """The cgroup v1 hierarchies mounted under /sys/fs/cgroup (not the cgroup2 ``unified`` one)."""
+    for path in sorted(CGROUP_ROOT.iterdir()):
+        if path.is_dir() and path.name != "unified" and (path / "cgroup.procs").exists():
+            yield path
+
+
+def _die_with_parent() -> None:
+    from tools.controlplane.sandbox import _die_with_parent as die
+
+    die()
+
+
+@contextlib.contextmanager
+def running(plane: LocalControlPlane, **kwargs: Any) -> Iterator[LocalNode]:
+    """``with running(plane) as node:`` — a started :class:`LocalNode`, stopped on exit."""
+    node = LocalNode(plane, **kwargs)
+    try:
+        yield node.start()
+    finally:
+        node.stop()
+
+
+__all__ = ["ControlPlaneError", "LocalNode", "NodeError", "missing_debian_packages", "running"]

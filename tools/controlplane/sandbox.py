@@ -1,0 +1,209 @@
+"""A private mount, network and PID namespace for the local node (README.md#a-real-node).
+
+containerd, runc, the CNI plugins and the kubelet write to fixed host paths (``/run/containerd``,
+``/run/netns``, ``/var/lib/kubelet``, ``/var/lib/cni``, ``/var/log/pods``, ``/var/log/containers`` …) and
+configure the network they run in. So that two runs never collide and nothing is left behind, they run in a
+sandbox made of fresh namespaces held by one process:
+
+- **mount**: a private namespace (no propagation back to the host) with tmpfs over ``/run`` and ``/var/log``,
+  and an overlay over ``/var/lib`` whose upper layer is a tmpfs, so the host's ``/var/lib`` shows through
+  unchanged and every write lands in memory;
+- **network**: a namespace with only ``lo`` and the bridge :data:`~tools.controlplane.nodenet.NODE_BRIDGE`
+  holding the node IP; the pods' CNI bridge comes later; the ``kubernetes`` Service VIP is DNATed to the API
+  server's forward (no kube-proxy); there is no default route, so nothing can leave;
+- **PID**: the holder is PID 1 of a new PID namespace (Kubernetes's own ``pause``, which reaps orphans and
+  exits on SIGTERM). When it ends, the kernel kills every process in the namespace: containerd's shims and
+  the containers they started, which would otherwise outlive their parents.
+
+The holder is started by ``unshare --kill-child`` from a process that dies with its parent
+(``PR_SET_PDEATHSIG``), so killing the test run or ``tatara up`` (even with SIGKILL) tears the sandbox down.
+Components join it with ``nsenter`` (:meth:`Sandbox.popen`); the host reads their files under
+``/proc/<holder>/root`` (:meth:`Sandbox.path`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.controlplane.nodenet import API_NODE_PORT, NODE_BRIDGE, NODE_CIDR, NODE_IP, SERVICE_VIP
+from tools.processes import log_tail
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 30.0
+"""Seconds the holder has to set the namespaces up."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be set up (the message has the holder's output)."""
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def setup_script(work: Path, pause: Path, ready: Path) -> str:
+    """The holder's shell script: mounts, network, then ``exec pause``.
+
+    ``work`` is a host directory the overlay's tmpfs is mounted on (inside the namespace only); ``ready`` is
+    touched once everything is in place.
+    """
+    upper = work / "varlib"
+    node_prefix = NODE_CIDR.split("/")[1]
+    dnat = f"-d {SERVICE_VIP}/32 -p tcp --dport 443 -j DNAT --to-destination {NODE_IP}:{API_NODE_PORT}"
+    lines = [
+        "set -eu",
+        "mount -t tmpfs -o mode=0755 tatara-run /run",
+        "mount -t tmpfs -o mode=0755 tatara-log /var/log",
+        f"mkdir -p {shlex.quote(str(upper))}",
+        f"mount -t tmpfs -o mode=0755 tatara-varlib {shlex.quote(str(upper))}",
+        f"mkdir {shlex.quote(str(upper / 'upper'))} {shlex.quote(str(upper / 'work'))}",
+        "mount -t overlay tatara-varlib-overlay -o "
+        + shlex.quote(f"lowerdir=/var/lib,upperdir={upper / 'upper'},workdir={upper / 'work'}") + " /var/lib",
+        "ip link set lo up",
+        f"ip link add {NODE_BRIDGE} type bridge",
+        f"ip addr add {NODE_IP}/{node_prefix} dev {NODE_BRIDGE}",
+        f"ip link set {NODE_BRIDGE} up",
+        f"iptables -w -t nat -A PREROUTING {dnat}",
+        f"iptables -w -t nat -A OUTPUT {dnat}",
+        f"touch {shlex.quote(str(ready))}",
+        f"exec {shlex.quote(str(pause))}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Sandbox:
+    """The namespaces of one node, held by one process; see the module docstring.
+
+    Args:
+        dir: a host directory of this run (the overlay's mount point and the holder's log go there).
+        pause: Kubernetes's ``pause`` binary (the holder, PID 1 of the sandbox).
+    """
+
+    dir: Path
+    pause: Path
+    _unshare: subprocess.Popen[bytes] | None = None
+    holder_pid: int = 0
+    _log: Path = field(default=Path())
+
+    def start(self) -> Sandbox:
+        """Create the namespaces and wait until the holder has set them up.
+
+        Raises:
+            SandboxError: the holder exited or did not get ready within :data:`START_TIMEOUT`.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        ready = self.dir / "sandbox.ready"
+        self._log = self.dir / "sandbox.log"
+        script = setup_script(self.dir, self.pause, ready)
+        with open(self._log, "ab") as out:
+            self._unshare = subprocess.Popen(
+                ["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "--propagation", "private",
+                 "--kill-child=SIGKILL", "sh", "-c", script],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not ready.exists():
+            if self._unshare.poll() is not None:
+                raise SandboxError(f"the sandbox's holder exited with {self._unshare.returncode}:\n"
+                                   f"{log_tail(self._log)}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise SandboxError(f"the sandbox was not ready after {START_TIMEOUT:.0f} s:\n{log_tail(self._log)}")
+            time.sleep(0.05)
+        self.holder_pid = self._child_of(self._unshare.pid)
+        log.info("sandbox ready (holder pid %d)", self.holder_pid)
+        return self
+
+    @staticmethod
+    def _child_of(pid: int) -> int:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if len(children) != 1:
+            raise SandboxError(f"expected unshare ({pid}) to have one child, found {children}")
+        return int(children[0])
+
+    @property
+    def netns(self) -> Path:
+        """The sandbox's network namespace, as a path other processes can open."""
+        return Path(f"/proc/{self.holder_pid}/ns/net")
+
+    def path(self, inside: str | Path) -> Path:
+        """The host path of ``inside`` (an absolute path as the sandbox sees it)."""
+        return Path(f"/proc/{self.holder_pid}/root") / Path(inside).relative_to("/")
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        """``args`` wrapped to run inside the sandbox (``nsenter`` forks into the PID namespace)."""
+        return ["nsenter", f"--target={self.holder_pid}", "--mount", "--net", "--pid", "--", *args]
+
+    def popen(self, args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None
+              ) -> subprocess.Popen[bytes]:
+        """Start ``args`` inside the sandbox in its own process group, dying with this process, output
+        appended to ``log_path``. The process group holds both ``nsenter`` and the command (its child)."""
+        with open(log_path, "ab") as out:
+            return subprocess.Popen(self.command(args), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
+
+    def run(self, args: Sequence[str], timeout: float = 120.0) -> str:
+        """Run ``args`` inside the sandbox to completion; return its stdout.
+
+        Raises:
+            SandboxError: it exited non-zero (the message has its output).
+        """
+        proc = subprocess.run(self.command(args), capture_output=True, text=True, timeout=timeout, check=False)
+        if proc.returncode != 0:
+            raise SandboxError(f"{' '.join(args)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        return proc.stdout
+
+    def stop(self) -> None:
+        """End the holder: the kernel kills everything still in the sandbox and drops its mounts."""
+        if self._unshare is None:
+            return
+        if self.holder_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.holder_pid, signal.SIGTERM)
+        try:
+            self._unshare.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._unshare.pid, signal.SIGKILL)
+            self._unshare.wait()
+        self._unshare = None
+        self.holder_pid = 0
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM the process group of ``proc`` (started by :meth:`Sandbox.popen`) and wait until no process of
+    the group is left, SIGKILLing it after ``grace`` seconds. ``nsenter`` exits as soon as it is signalled,
+    so waiting for ``proc`` alone would not wait for the command it started."""
+    pgid = proc.pid
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    killed = False
+    while True:
+        proc.poll()
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        if not killed and time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            killed = True
+        time.sleep(0.05)
+    proc.wait()
