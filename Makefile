@@ -3,7 +3,11 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint unit control-plane crds clean
+.PHONY: run test lint unit control-plane debian-deps crds clean
+
+# Debian packages: promtool (prometheus) for the alert rules; the node's runtime (runc, the CNI plugins,
+# iptables, iproute2) and image tools (buildah, mmdebstrap, gcc for the pause binary).
+DEBIAN_PACKAGES := prometheus runc containernetworking-plugins iptables iproute2 buildah mmdebstrap gcc libc6-dev
 
 $(BIN)/.installed: pyproject.toml tools/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,13 +32,24 @@ lint: $(BIN)/.installed
 unit: $(BIN)/.installed
 	$(BIN)/pytest -m "not integration"
 
-## control-plane: build kube-apiserver, kube-controller-manager, etcd, helm, kubeconform, the kstatus judge, the Flux controllers, the registry and oras if not cached
+## control-plane: build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd, containerd, the node's base and pause images, helm, kubeconform, the kstatus judge, the Flux controllers, the registry and oras if not cached
 control-plane: $(BIN)/.installed
 	$(BIN)/tatara control-plane build
+	$(BIN)/python -m tools.controlplane.containerd
+	$(BIN)/python -m tools.controlplane.images
 	$(BIN)/python -m tools.controlplane.flux
 	$(BIN)/python -m tools.helm_bin
 	$(BIN)/python -m tools.kubeconform_bin
 	$(BIN)/python -m tools.controlplane.kstatus
+
+## debian-deps: install the Debian packages above that are missing (apt-get; sudo when not root)
+debian-deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" -ne 0 ] && sudo=sudo; \
+	  echo "installing Debian packages: $$missing"; \
+	  $$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y --no-install-recommends $$missing; \
+	fi
 
 ## crds: regenerate charts/*/crds from the models (the drift test fails until you do)
 crds: $(BIN)/.installed
