@@ -61,7 +61,7 @@ def reconciler_values(image: str, export_namespaces: Sequence[str] = (), *, repl
     ``replicas`` replicas, the export worker's ServiceAccount + RBAC in ``export_namespaces``."""
     return {**image_values(image), "replicaCount": replicas,
             "config": {"exportWorkerImage": image, "tableStatusInterval": table_status_interval},
-            "exportWorker": {"namespaces": sorted(export_namespaces)}}
+            "exportWorker": {"namespaces": sorted(set(export_namespaces))}}
 
 
 def pool_values(image: str, *, replicas: int = 2, heartbeat_seconds: int = 5) -> dict[str, Any]:

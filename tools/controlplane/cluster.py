@@ -22,7 +22,6 @@ the kubelet API, and an egress selector that dials nodes and pods through the no
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -32,7 +31,6 @@ import socket
 import ssl
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -47,7 +45,7 @@ import yaml
 from tools.controlplane.build import Toolchain
 from tools.controlplane.nodenet import API_SERVER_SANS, SERVICE_CIDR
 from tools.controlplane.pki import CertificateAuthority, KeyPair, service_account_signing_key
-from tools.processes import log_tail, stop_process_groups
+from tools.processes import die_with_parent, log_tail, stop_process_groups
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +57,17 @@ CONTROLLERS = ("garbage-collector-controller", "namespace-controller", "servicea
 NODE_CONTROLLERS = (*CONTROLLERS, "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
                     "clusterrole-aggregation-controller", "job-controller", "replicaset-controller",
                     "deployment-controller", "ttl-after-finished-controller", "pod-garbage-collector-controller",
-                    "node-lifecycle-controller", "taint-eviction-controller", "disruption-controller")
+                    "node-lifecycle-controller", "taint-eviction-controller", "disruption-controller",
+                    "endpoints-controller", "endpointslice-controller")
 """kube-controller-manager controllers started when a node runs: what Deployments, Jobs and pods with
-ServiceAccount tokens need, and the node's lifecycle."""
+ServiceAccount tokens need, the node's lifecycle, and Services' endpoints (for the API server's service
+proxy; no kube-proxy routes a ClusterIP)."""
 
 START_TIMEOUT = 90.0
 """Seconds to wait for each component to become ready (envtest waits 20 s; a 2-core CI machine needs 60 or more)."""
 
 STOP_GRACE = 20.0
 """Seconds between SIGTERM and SIGKILL on shutdown (envtest's default)."""
-
-_PR_SET_PDEATHSIG = 1
 
 
 class ControlPlaneError(RuntimeError):
@@ -83,10 +81,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
 
 @dataclass
 class _Component:
@@ -97,13 +91,11 @@ class _Component:
 
     def start(self) -> None:
         log.debug("starting %s: %s", self.name, " ".join(self.args))
-        # PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it is only safe from the
-        # main thread; a component (re)started from a worker thread relies on stop() alone.
-        on_main_thread = threading.current_thread() is threading.main_thread()
+        # a component (re)started from a worker thread relies on stop() alone (tools/processes.py)
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
                 self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent if on_main_thread else None,
+                start_new_session=True, preexec_fn=die_with_parent(),
             )
 
     def log_tail(self, lines: int = 30) -> str:

@@ -97,8 +97,11 @@ def context_files(root: Path, paths: Sequence[str] = CONTEXT_PATHS) -> list[Path
         if path.is_file():
             out.append(path)
         elif path.is_dir():
-            out += [p for p in path.rglob("*") if p.is_file() and not skip.intersection(p.parts)
-                    and p.suffix != ".pyc" and not any(part.endswith(".egg-info") for part in p.parts)]
+            for p in path.rglob("*"):
+                parts = p.relative_to(root).parts
+                if p.is_file() and not skip.intersection(parts) and p.suffix != ".pyc" \
+                        and not any(part.endswith(".egg-info") for part in parts):
+                    out.append(p)
     return sorted(out)
 
 
@@ -211,7 +214,8 @@ class ImageBuilder:
     def echo(self, root: Path = REPO_ROOT) -> Path:
         """The examples' workload image (``tools/images/echo``) on the base."""
         ctx = root / "tools" / "images" / "echo"
-        key = _digest([*(p.read_bytes() for p in sorted(ctx.iterdir()) if p.is_file()), base_key().encode()])
+        key = _digest([*(p.name.encode() + b"\0" + p.read_bytes() for p in sorted(ctx.iterdir()) if p.is_file()),
+                       base_key().encode()])
         out = self.archive("echo", key)
         if out.exists():
             return out
@@ -260,7 +264,7 @@ class ImageBuilder:
             raise ImageError(f"`{tool}` is not installed (Debian package {tool}); `make node-deps` installs the "
                              "node's Debian packages")
         self.root.mkdir(parents=True, exist_ok=True)
-        log.info("running %s", " ".join(args))
+        log.debug("running %s", " ".join(args))
         proc = subprocess.run(list(args), capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])

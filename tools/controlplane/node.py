@@ -59,7 +59,7 @@ from tools.controlplane.nodenet import (
     POD_CIDR,
 )
 from tools.controlplane.sandbox import Sandbox, stop_group
-from tools.processes import log_tail
+from tools.processes import die_with_parent, log_tail
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +198,11 @@ class LocalNode:
     def ip(self) -> str:
         return NODE_IP
 
+    @property
+    def cgroup(self) -> str:
+        """The name of this node's cgroup root (``tatara-<id>``, in every cgroup v1 hierarchy); empty when stopped."""
+        return self._cgroup
+
     def start(self) -> LocalNode:
         """Build what is missing, start the sandbox, proxy, containerd and kubelet; wait for the Node to be Ready.
 
@@ -331,7 +336,7 @@ class LocalNode:
                  *(f"--forward={f}" for f in forwards), f"--connect-socket={self.plane.egress_socket}",
                  f"--allow={NODE_CIDR}", f"--allow={POD_CIDR}"],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_die_with_parent, cwd=Path(__file__).resolve().parents[2])
+                preexec_fn=die_with_parent(), cwd=Path(__file__).resolve().parents[2])
         daemon = self._launch("proxy", proc)
         self._wait(daemon, lambda: "ready" in log_tail(log_path).splitlines(), timeout=30)
 
@@ -439,12 +444,6 @@ def _hierarchies() -> Iterator[Path]:
     for path in sorted(CGROUP_ROOT.iterdir()):
         if path.is_dir() and path.name != "unified" and (path / "cgroup.procs").exists():
             yield path
-
-
-def _die_with_parent() -> None:
-    from tools.controlplane.sandbox import _die_with_parent as die
-
-    die()
 
 
 @contextlib.contextmanager

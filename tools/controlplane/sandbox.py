@@ -16,7 +16,8 @@ sandbox made of fresh namespaces held by one process:
   the containers they started, which would otherwise outlive their parents.
 
 The holder is started by ``unshare --kill-child`` from a process that dies with its parent
-(``PR_SET_PDEATHSIG``), so killing the test run or ``tatara up`` (even with SIGKILL) tears the sandbox down.
+(``PR_SET_PDEATHSIG``, so :meth:`Sandbox.start` belongs on the main thread: tools/processes.py), so killing
+the test run or ``tatara up`` (even with SIGKILL) tears the sandbox down.
 Components join it with ``nsenter`` (:meth:`Sandbox.popen`); the host reads their files under
 ``/proc/<holder>/root`` (:meth:`Sandbox.path`).
 """
@@ -24,7 +25,6 @@ Components join it with ``nsenter`` (:meth:`Sandbox.popen`); the host reads thei
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import shlex
@@ -36,23 +36,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.controlplane.nodenet import API_NODE_PORT, NODE_BRIDGE, NODE_CIDR, NODE_IP, SERVICE_VIP
-from tools.processes import log_tail
+from tools.processes import die_with_parent, log_tail
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
 """Seconds the holder has to set the namespaces up."""
 
-_PR_SET_PDEATHSIG = 1
-
+HIDDEN = (Path("/run"), Path("/var/log"), Path("/var/lib"))
+"""What the sandbox mounts over: its own folder must not be under them (the host could not see it)."""
 
 class SandboxError(RuntimeError):
     """The sandbox could not be set up (the message has the holder's output)."""
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def setup_script(work: Path, pause: Path, ready: Path) -> str:
@@ -106,6 +101,10 @@ class Sandbox:
         Raises:
             SandboxError: the holder exited or did not get ready within :data:`START_TIMEOUT`.
         """
+        hidden = [p for p in HIDDEN if self.dir.resolve().is_relative_to(p)]
+        if hidden:
+            raise SandboxError(f"the sandbox's folder {self.dir} is under {hidden[0]}, which the sandbox covers; "
+                               "use a work folder elsewhere (e.g. TMPDIR=/tmp)")
         self.dir.mkdir(parents=True, exist_ok=True)
         ready = self.dir / "sandbox.ready"
         self._log = self.dir / "sandbox.log"
@@ -115,7 +114,7 @@ class Sandbox:
                 ["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "--propagation", "private",
                  "--kill-child=SIGKILL", "sh", "-c", script],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent)
+                start_new_session=True, preexec_fn=die_with_parent())
         deadline = time.monotonic() + START_TIMEOUT
         while not ready.exists():
             if self._unshare.poll() is not None:
@@ -151,12 +150,13 @@ class Sandbox:
 
     def popen(self, args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None
               ) -> subprocess.Popen[bytes]:
-        """Start ``args`` inside the sandbox in its own process group, dying with this process, output
-        appended to ``log_path``. The process group holds both ``nsenter`` and the command (its child)."""
+        """Start ``args`` inside the sandbox in its own process group, output appended to ``log_path``. The
+        process group holds both ``nsenter`` and the command (its child). It needs no death signal of its own:
+        it is in the sandbox's PID namespace, which ends with the holder, which dies with this process."""
         with open(log_path, "ab") as out:
             return subprocess.Popen(self.command(args), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
+                                    start_new_session=True)
 
     def run(self, args: Sequence[str], timeout: float = 120.0) -> str:
         """Run ``args`` inside the sandbox to completion; return its stdout.

@@ -17,6 +17,7 @@ import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,8 +91,10 @@ def node_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeEnv]:
             install_crds(plane.kubeconfig, [*charts, *third_party_crds()])
             env = NodeEnv(plane, stack, nats, receiver_port)
             stack.kubectl("create", "namespace", EXPORTS_NAMESPACE)
-            for chart in (RECONCILER, POOL_RECONCILER):
-                stack.install(chart, env.values(chart))
+            with ThreadPoolExecutor(max_workers=2) as pool:  # both at once: each waits on its pods' readiness
+                for future in [pool.submit(stack.install, chart, env.values(chart))
+                               for chart in (RECONCILER, POOL_RECONCILER)]:
+                    future.result()
             yield env
 
 
