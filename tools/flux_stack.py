@@ -41,7 +41,7 @@ import yaml
 from tools.controlplane.cluster import LocalControlPlane, free_port, http_ok
 from tools.controlplane.flux import CONTROLLERS, ORAS, REGISTRY, Built, ensure_all_built
 from tools.git_http import GitHttpServer
-from tools.processes import log_tail, stop_process_groups
+from tools.processes import die_with_parent, log_tail, stop_process_groups
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class FluxStack:
         log_path = logs / f"{name}.log"
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=dict(env or os.environ), start_new_session=True)
+                                    env=dict(env or os.environ), start_new_session=True, preexec_fn=die_with_parent())
         daemon = _Daemon(name, proc, log_path, health)
         self._daemons.append(daemon)
         deadline = time.monotonic() + START_TIMEOUT

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tools.controlplane.cluster import free_port
-from tools.processes import log_tail, stop_process_groups
+from tools.processes import die_with_parent, log_tail, stop_process_groups
 
 START_TIMEOUT = 30.0
 """Seconds to wait for ``/healthz`` after the start."""
@@ -101,7 +101,7 @@ class NatsServer:
                 "--jetstream", "--store_dir", str(store)]
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=die_with_parent())
         deadline = time.monotonic() + START_TIMEOUT
         while not self._healthy():
             if self.process.poll() is not None:

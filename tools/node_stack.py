@@ -20,6 +20,7 @@ import json
 import logging
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,7 @@ class NodeStack:
     node: LocalNode | None = None
     image: str = ""
     helm_binary: Path = field(default=Path())
+    _namespace_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> NodeStack:
         """Build the images and helm if missing, start the node, import the images.
@@ -141,8 +143,9 @@ class NodeStack:
         Raises:
             ChartInstallError: helm or kubectl failed (the pods' states are appended).
         """
-        self.kubectl("apply", "-f", "-", stdin=json.dumps({
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": RESTRICTED}}))
+        with self._namespace_lock:  # two installs at once would race to create it
+            self.kubectl("apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": RESTRICTED}}))
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix=f"{chart}-values-") as handle:
             yaml.safe_dump(dict(values), handle)
             handle.flush()

@@ -1,12 +1,17 @@
 """``tatara up``: the whole product locally in one command.
 
-Starts the local control plane, installs the CRDs, runs both reconcilers as real subprocesses, real Flux
-(source-, kustomize- and helm-controller with a TLS registry and a git server serving the examples'
-charts and paths, :mod:`tools.up_flux`; ``--flux=standin``: the Flux stand-in in-process instead), the Job
-runner stand-in in-process, a NATS server (JetStream) and an HTTP receiver on loopback for the
-exports, applies ``examples/``, shows their progress (and their export Jobs and receipts) until every
-example reaches the state its ``examples.tatara.pleme.io/expect`` annotation names, then keeps running
+Starts the local control plane as a cluster with a real node (kubelet, containerd, runc in a sandbox;
+:mod:`tools.up_node`), builds the project's image from its ``Containerfile``, installs the CRDs and both
+charts with ``helm install`` (the controllers run as pods, two replicas each), real Flux (source-, kustomize-
+and helm-controller with a TLS registry and a git server serving the examples' charts and paths,
+:mod:`tools.up_flux`; ``--flux=standin``: the Flux stand-in in-process instead), a NATS server (JetStream)
+and an HTTP receiver on loopback for the exports (which the export Jobs' pods reach on the node IP),
+applies ``examples/``, shows their progress (the controllers' pods, the export Jobs' pods and receipts) until
+every example reaches the state its ``examples.tatara.pleme.io/expect`` annotation names, then keeps running
 until Ctrl-C / SIGTERM and stops everything it started.
+
+``--fast`` runs without a node: both reconcilers as local subprocesses and the Job runner stand-in
+in-process for the export Jobs (clearly labelled).
 
 On a cluster named by ``--kubeconfig`` or ``$KUBECONFIG`` it is careful (:mod:`tools.real_cluster`): it
 refuses to run next to a tatara controller unless ``--force``, installs only missing CRDs, and starts no
@@ -48,11 +53,14 @@ from shared.kube.informer import Informer, WatchEventType
 from shared.kube.meta import ObjectMeta
 from tools.controlplane import BuildError, LocalControlPlane
 from tools.controlplane.flux import COMPONENTS, Built
+from tools.controlplane.images import ECHO_IMAGE, ImageError
+from tools.controlplane.node import NodeError, missing_debian_packages
 from tools.crds import all_crds, install_crds
 from tools.flux_stack import FluxStack, FluxStackError, flux_crds
 from tools.git_http import GitServerError
 from tools.http_receiver import HttpReceiver, RecordedRequest
 from tools.nats_server import NatsServer, NatsServerError
+from tools.node_stack import ChartInstallError, NodeStack
 from tools.ops import format_table
 from tools.opscli import compile_lisp
 from tools.processes import stop_process_groups
@@ -77,6 +85,7 @@ from tools.up_exports import (
     stream_messages,
 )
 from tools.up_flux import flux_applied, plan_local_flux, retarget_charts, serve_examples
+from tools.up_node import PodsView, flux_workloads, hints, install_controllers, node_sink_urls
 from tools.wait import wait_for
 
 EXPECT = f"examples.{GROUP}/expect"
@@ -378,10 +387,13 @@ def _start(name: str, module: str, args: list[str], kubeconfig: Path, logs: Path
 
 @contextmanager
 def reconcilers(kubeconfig: Path, logs: Path, reconciler_port: int, pool_port: int,
-                reconciler_args: Sequence[str] = ()) -> Iterator[list[Daemon]]:
+                reconciler_args: Sequence[str] = (), *, run: bool = True) -> Iterator[list[Daemon]]:
     """Both reconcilers as subprocesses (leader election off, health + metrics on loopback);
-    ``reconciler_args`` are added to tatara-reconciler's flags."""
+    ``reconciler_args`` are added to tatara-reconciler's flags. ``run=False`` (they run as pods): none."""
     daemons: list[Daemon] = []
+    if not run:
+        yield daemons
+        return
     try:
         daemons.append(_start("tatara-reconciler", "reconciler.main",
                               ["--leader-elect=false", f"--health-addr=127.0.0.1:{reconciler_port}",
@@ -429,21 +441,85 @@ class Target:
 
 
 @contextmanager
-def cluster(kubeconfig: str | None, started: float) -> Iterator[Target]:
-    """Attach to the cluster of ``kubeconfig``, or start a local control plane (stopped on exit)."""
+def cluster(kubeconfig: str | None, started: float, for_node: bool = False) -> Iterator[Target]:
+    """Attach to the cluster of ``kubeconfig``, or start a local control plane (stopped on exit); ``for_node``:
+    a plane a node can join (tools/controlplane/cluster.py), with kube-scheduler."""
     if kubeconfig:
         print(f"using the cluster of {kubeconfig} (not started by tatara up: no stand-in, no CRD overwritten)",
               flush=True)
         yield Target(Path(kubeconfig))
         return
-    print("starting the local control plane (etcd + kube-apiserver + kube-controller-manager)…", flush=True)
-    plane = LocalControlPlane()
+    extra = " + kube-scheduler" if for_node else ""
+    print(f"starting the local control plane (etcd + kube-apiserver + kube-controller-manager{extra})…", flush=True)
+    plane = LocalControlPlane(for_node=for_node)
     try:
         plane.start()
         print(f"local control plane ready in {time.monotonic() - started:.1f} s: {plane.server}", flush=True)
         yield Target(plane.kubeconfig, plane)
     finally:
         plane.stop()
+
+
+class FluxUnavailable(FluxStackError):
+    """Real Flux did not start (the message is the build's or a component's error)."""
+
+
+@contextmanager
+def real_flux(target: Target, wanted: bool, logs: Path) -> Iterator[FluxStack | None]:
+    """On a local plane when ``wanted``: install the real Flux CRDs (over the schema-only copies) and start the
+    controllers, the TLS registry and the git server (built on first use), on the main thread so they die with
+    this process (tools/processes.py); stopped on exit. None otherwise.
+
+    Raises:
+        FluxUnavailable: a build failed or a component did not start (nothing is left running).
+    """
+    if target.plane is None or not wanted:
+        yield None
+        return
+    print("starting real Flux (source-, kustomize-, helm-controller), a TLS OCI registry and a git server on "
+          "loopback…", flush=True)
+    if not all(Built.default(comp).is_built() for comp in COMPONENTS):
+        print("building them from their Go modules first (once; about 20 minutes cold on 2 cores, a minute with Go's "
+              "caches warm; `make control-plane` does it ahead of time)…", flush=True)
+    stack = FluxStack(target.plane, log_dir=logs / "flux")
+    try:
+        crds = flux_crds()
+        anyio.run(install_flux_crds, target.kubeconfig, crds)
+        stack.start()
+    except (BuildError, FluxStackError, GitServerError) as err:
+        stack.stop()
+        raise FluxUnavailable(str(err)) from err
+    print(f"real Flux started ({len(crds)} Flux CRDs installed)", flush=True)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+async def install_flux_crds(kubeconfig: Path, crds: list[dict[str, Any]]) -> None:
+    async with await KubeClient.from_kubeconfig(kubeconfig) as client:
+        await install_crds(client, crds)
+
+
+@contextmanager
+def local_node(target: Target, nats: NatsServer | None, receiver_port: int) -> Iterator[NodeStack | None]:
+    """On a local plane started ``for_node``: build the images and start the node (on the main thread, so it
+    dies with this process: tools/processes.py), pods reaching NATS and the HTTP receiver on the node IP;
+    stopped on exit. None otherwise."""
+    if target.plane is None or not target.plane.for_node:
+        yield None
+        return
+    assert nats is not None
+    assert nats.port is not None
+    print("building the images (the project's Containerfile with buildah on a Debian base; cached by content) and "
+          "starting the node (kubelet + containerd + runc in a sandbox of their own)…", flush=True)
+    stack = NodeStack(target.plane, forwards=[nats.port, receiver_port]).start()
+    try:
+        assert stack.node is not None
+        print(f"node {stack.node.name} Ready (InternalIP {stack.node.ip}), image {stack.image} imported", flush=True)
+        yield stack
+    finally:
+        stack.stop()
 
 
 @contextmanager
@@ -508,33 +584,17 @@ def start_standin(tg: anyio.abc.TaskGroup, client: KubeClient) -> None:
           "HelmReleases and sources Ready as Flux would.", flush=True)
 
 
-async def start_real_flux(client: KubeClient, plane: LocalControlPlane, examples: list[Example],
-                          logs: Path) -> FluxStack:
-    """Install the real Flux CRDs (over the schema-only copies), start the controllers, the TLS registry and
-    the git server (built on first use), serve what the examples need and point their charts at the local
-    registry (docs/architecture.md#real-flux). The caller stops the returned stack."""
-    print("starting real Flux (source-, kustomize-, helm-controller), a TLS OCI registry and a git server on "
-          "loopback…", flush=True)
-    if not all(Built.default(comp).is_built() for comp in COMPONENTS):
-        print("building them from their Go modules first (once; about 20 minutes cold on 2 cores, a minute with Go's "
-              "caches warm; `make control-plane` does it ahead of time)…", flush=True)
-    crds = await anyio.to_thread.run_sync(flux_crds)
-    await install_crds(client, crds)
-    stack = FluxStack(plane, log_dir=logs / "flux")
-    try:
-        await anyio.to_thread.run_sync(stack.start)  # not cancellable: a Ctrl-C lands once it is up, then stops it
-        plan = plan_local_flux(ex.doc for ex in examples)
-        for ex in examples:
-            ex.doc = retarget_charts(ex.doc, stack.registry)
-        for line in await serve_examples(client, stack, plan, ensure_namespace):
-            print(f"  {line}", flush=True)
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(stack.stop)
-        raise
-    print(f"real Flux running ({len(crds)} Flux CRDs installed): registry https://{stack.registry}, "
-          f"git {stack.git.url('<repo>')}; logs in {logs / 'flux'}", flush=True)
-    return stack
+async def serve_real_flux(client: KubeClient, stack: FluxStack, examples: list[Example], logs: Path,
+                          workload_image: str | None = None) -> None:
+    """Serve what the examples need to the running real Flux and point their charts at the local registry
+    (docs/architecture.md#real-flux); with ``workload_image`` (a node runs) the charts deploy it."""
+    plan = plan_local_flux(ex.doc for ex in examples)
+    for ex in examples:
+        ex.doc = retarget_charts(ex.doc, stack.registry)
+    for line in await serve_examples(client, stack, plan, ensure_namespace, workload_image=workload_image):
+        print(f"  {line}", flush=True)
+    print(f"real Flux running: registry https://{stack.registry}, git {stack.git.url('<repo>')}; logs in "
+          f"{logs / 'flux'}", flush=True)
 
 
 def start_job_runner(tg: anyio.abc.TaskGroup, client: KubeClient, plane: LocalControlPlane, logs: Path) -> None:
@@ -555,17 +615,19 @@ class Sinks:
     streams: dict[str, set[str]]
 
 
-async def prepare_exports(client: KubeClient, sinks: Sinks, namespaces: list[str]) -> None:
-    """The examples' JetStream streams and the export worker's ServiceAccount + RBAC in each namespace."""
+async def prepare_exports(client: KubeClient, sinks: Sinks, namespaces: list[str], *, rbac: bool = True) -> None:
+    """The examples' JetStream streams, their namespaces and (``rbac``; on the node the chart does it) the export
+    worker's ServiceAccount + RBAC in each."""
     await ensure_streams(sinks.nats.url, sinks.streams)
     for ns in namespaces:
         await ensure_namespace(client, ns)
-    docs, where = await anyio.to_thread.run_sync(export_worker_rbac_docs, namespaces)
-    await apply_rbac(client, docs)
     print(f"NATS (JetStream) on {sinks.nats.url}, streams {', '.join(sorted(sinks.streams)) or '-'}; "
           f"HTTP receiver on {sinks.receiver.url}", flush=True)
-    if namespaces:
-        print(f"ServiceAccount {EXPORT_WORKER} + RBAC in {', '.join(namespaces)}: {where}", flush=True)
+    if rbac:
+        docs, where = await anyio.to_thread.run_sync(export_worker_rbac_docs, namespaces)
+        await apply_rbac(client, docs)
+        if namespaces:
+            print(f"ServiceAccount {EXPORT_WORKER} + RBAC in {', '.join(namespaces)}: {where}", flush=True)
 
 
 def start_examples(tg: anyio.abc.TaskGroup, client: KubeClient, examples: list[Example],
@@ -580,9 +642,10 @@ def start_examples(tg: anyio.abc.TaskGroup, client: KubeClient, examples: list[E
 
 async def watch_until_settled(client: KubeClient, examples: list[Example], daemons: list[Daemon],
                               started: float, within: float, exports: ExportsView | None = None,
-                              history: PhaseHistory | None = None, flux: FluxStack | None = None) -> bool:
-    """Redraw the examples' progress (and their export Jobs) until all are settled (True) or ``within``
-    seconds pass (False); raise if a reconciler (or a real Flux process) exits meanwhile."""
+                              history: PhaseHistory | None = None, flux: FluxStack | None = None,
+                              pods: PodsView | None = None) -> bool:
+    """Redraw the examples' progress (and their export Jobs, and on the node the pods) until all are settled
+    (True) or ``within`` seconds pass (False); raise if a reconciler (or a real Flux process) exits meanwhile."""
     screen = Screen(sys.stdout)
 
     async def settled() -> bool:
@@ -592,12 +655,15 @@ async def watch_until_settled(client: KubeClient, examples: list[Example], daemo
             flux.check_alive()
         await refresh(client, examples, history)
         text = render(examples, time.monotonic() - started)
+        table, _, footer = text.rpartition("\n")
         if exports is not None:
             await exports.refresh(client)
             if exports.rows:
-                table, _, footer = text.rpartition("\n")
-                text = f"{table}\n{exports.render()}\n{footer}"
-        screen.show(text)
+                table = f"{table}\n{exports.render()}"
+        if pods is not None:
+            await pods.refresh(client)
+            table = f"{table}\n{pods.render()}"
+        screen.show(f"{table}\n{footer}")
         return all(ex.settled for ex in examples)
 
     try:
@@ -615,22 +681,26 @@ def _print_request(request: RecordedRequest) -> None:
           f"(X-Tatara-Signal-Type: {request.header('X-Tatara-Signal-Type')}, {len(request.body)} bytes)", flush=True)
 
 
-async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None, logs: Path,
-               started: float) -> int:
-    """On ``target``: CRDs, both reconcilers, the stand-ins and sinks (local plane only), the examples, then
-    watch.
+async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None, flux: FluxStack | None,
+               node: NodeStack | None, logs: Path, started: float) -> int:
+    """On ``target``: CRDs, the controllers, the stand-ins and sinks (local plane only), the examples, then
+    watch. On a local plane with a node (the default) the controllers are both charts installed by helm on
+    the node and the export Jobs run as pods; with ``--fast`` they are subprocesses and the Job runner
+    stand-in runs the Jobs.
 
     Everything started here stops on leaving: the task group (stand-ins, examples) is cancelled — by a
     signal, by settling with ``--exit-when-settled``, or by not settling in time (exit 1) — and the
-    reconcilers' context stops their processes. Refused on a real cluster: exit 2, nothing changed."""
+    reconcilers' context, the node and Flux stop their processes. Refused on a real cluster: exit 2, nothing
+    changed."""
     root = Path(args.examples)
     examples, supporting = load_examples(root), load_supporting(root)
     namespaces = sorted({ex.namespace for ex in examples if ex.kind == "Process" and has_exports(ex.doc)})
+    on_node = node is not None
     async with await KubeClient.from_kubeconfig(target.kubeconfig) as client, anyio.create_task_group() as tg:
         await tg.start(cancel_on_signal, tg.cancel_scope)
         reconciler_args: list[str] = []
         sinks: Sinks | None = None
-        stack: FluxStack | None = None
+        stack = flux
         if target.plane is None:
             try:
                 await prepare_real_cluster(client, args.force)
@@ -640,47 +710,68 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                 return 2
         else:
             await install_all_crds(client)
-            if args.flux == "real":
-                try:
-                    stack = await start_real_flux(client, target.plane, examples, logs)
-                except (BuildError, FluxStackError, GitServerError) as err:
-                    print(f"tatara: real Flux did not start: {err}\n(--flux=standin runs the Flux stand-in "
-                          "instead)", file=sys.stderr, flush=True)
-                    tg.cancel_scope.cancel()
-                    return 1
+            if flux is not None:
+                await serve_real_flux(client, flux, examples, logs, workload_image=ECHO_IMAGE if on_node else None)
             assert nats is not None
+            assert nats.port is not None
             sinks = Sinks(nats, HttpReceiver(port=args.receiver_port, on_request=_print_request),
                           nats_streams(ex.doc for ex in examples if ex.kind == "Process"))
+            nats_url, receiver_url = (node_sink_urls(nats.port, args.receiver_port) if on_node
+                                      else (nats.url, sinks.receiver.url))
             for ex in examples:
                 if ex.kind == "Process":
-                    ex.doc = retarget_exports(ex.doc, nats.url, sinks.receiver.url)
-            reconciler_args.append(f"--export-worker-image={LOCAL_EXPORT_WORKER_IMAGE}")
+                    ex.doc = retarget_exports(ex.doc, nats_url, receiver_url)
+            if not on_node:
+                reconciler_args.append(f"--export-worker-image={LOCAL_EXPORT_WORKER_IMAGE}")
         try:
             if sinks is not None:
                 await sinks.receiver.start()
-                await prepare_exports(client, sinks, namespaces)
+                await prepare_exports(client, sinks, namespaces, rbac=not on_node)
+            pods: PodsView | None = None
+            if node is not None:
+                try:
+                    for line in await install_controllers(node, namespaces):
+                        print(line, flush=True)
+                except ChartInstallError as err:
+                    print(f"tatara: the charts did not install: {err}", file=sys.stderr, flush=True)
+                    tg.cancel_scope.cancel()
+                    return 1
+                pods = PodsView(namespaces)
             with reconcilers(target.kubeconfig, logs, args.reconciler_port, args.pool_port,
-                             reconciler_args) as daemons:
+                             reconciler_args, run=not on_node) as daemons:
                 await announce_ready(daemons)
                 exports = None
                 if target.plane is not None and sinks is not None:
                     if stack is None:
                         start_standin(tg, client)
-                    start_job_runner(tg, client, target.plane, logs)
-                    exports = ExportsView(namespaces, http=sinks.receiver.requests)
+                    if on_node:
+                        exports = ExportsView(namespaces, http=sinks.receiver.requests,
+                                              runner="the Job controller, as pods on the node")
+                    else:
+                        start_job_runner(tg, client, target.plane, logs)
+                        exports = ExportsView(namespaces, http=sinks.receiver.requests)
                 history = PhaseHistory(client)
                 await tg.start(history.run)
                 start_examples(tg, client, examples, supporting, args.examples, args.timeout)
                 settled = await watch_until_settled(client, examples, daemons, started, args.timeout, exports,
-                                                    history, stack)
-                extra: dict[str, Any] = {}
+                                                    history, stack, pods)
+                extra: dict[str, Any] = {"mode": "node" if on_node else "fast" if target.plane else "cluster"}
                 if stack is not None:
                     applied = await flux_applied(client, sorted({ex.namespace for ex in examples}))
                     print(f"real Flux applied {len(applied)} ConfigMap(s): {', '.join(applied) or '-'} "
                           "(kubectl get cm -n <namespace>)", flush=True)
                     extra["flux"] = {"registry": stack.registry, "dir": str(stack.dir), "applied": applied}
+                if node is not None and pods is not None:
+                    await pods.refresh(client)
+                    assert node.node is not None
+                    extra["node"] = {"image": node.image, "pods": pods.summary(), "dir": str(node.node.dir),
+                                     "cgroup": node.node.cgroup,
+                                     "workloads": await flux_workloads(client, sorted({ex.namespace
+                                                                                       for ex in examples}))}
+                    print(f"Deployments helm-controller installed: {', '.join(extra['node']['workloads']) or '-'}",
+                          flush=True)
                 await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled,
-                                    extra=extra)
+                                    extra=extra, pods=pods)
                 if settled and not args.exit_when_settled:
                     print("Ctrl-C stops everything.", flush=True)
                     await anyio.sleep_forever()
@@ -691,20 +782,22 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
             with anyio.CancelScope(shield=True):
                 if sinks is not None:
                     await sinks.receiver.stop()
-                if stack is not None:
-                    await anyio.to_thread.run_sync(stack.stop)
     return 0
 
 
 async def print_summary(examples: list[Example], started: float, kubeconfig: Path, daemons: list[Daemon],
                         sinks: Sinks | None, exports: ExportsView | None, *, settled: bool,
-                        extra: dict[str, Any] | None = None) -> None:
+                        extra: dict[str, Any] | None = None, pods: PodsView | None = None) -> None:
     seconds = time.monotonic() - started
     if settled:
         print(f"all {len(examples)} examples settled in {seconds:.1f} s", flush=True)
     print(f"export KUBECONFIG={kubeconfig}", flush=True)
     for d in daemons:
         print(f"{d.name} metrics: {d.metrics}", flush=True)
+    if pods is not None:
+        print(f"on the node:\n{pods.render()}", flush=True)
+        for line in hints(pods.export_namespaces):
+            print(f"  {line}", flush=True)
     summary: dict[str, Any] = {
         "settled": settled, "seconds": round(seconds, 1), "kubeconfig": str(kubeconfig),
         "metrics": {d.name: d.metrics for d in daemons},
@@ -738,24 +831,54 @@ def cmd_up(args: argparse.Namespace) -> int:
         if not kubeconfig:
             check_ports_free({"NATS, --nats-port": args.nats_port,
                               "HTTP receiver, --receiver-port": args.receiver_port})
-        with cluster(kubeconfig, started) as target, nats_server(target, args.nats_port) as nats:
-            return anyio.run(_run, args, target, nats, logs, started)
-    except (PortTaken, NatsServerError) as err:
+        if not kubeconfig and not args.fast:
+            refuse_without_node()
+        with cluster(kubeconfig, started, for_node=not args.fast) as target, \
+                nats_server(target, args.nats_port) as nats, \
+                real_flux(target, args.flux == "real", logs) as flux, \
+                local_node(target, nats, args.receiver_port) as node:
+            return anyio.run(_run, args, target, nats, flux, node, logs, started)
+    except FluxUnavailable as err:
+        print(f"tatara: real Flux did not start: {err}\n(--flux=standin runs the Flux stand-in instead)",
+              file=sys.stderr, flush=True)
+        return 1
+    except (PortTaken, NatsServerError, NodeUnavailable) as err:
         print(f"tatara: {err}", file=sys.stderr, flush=True)
+        return 1
+    except (NodeError, ImageError, BuildError) as err:
+        print(f"tatara: the local node did not come up: {err}\n(--fast runs without a node)", file=sys.stderr,
+              flush=True)
         return 1
     finally:
         print(f"stopped (logs kept in {logs})", flush=True)
 
 
+class NodeUnavailable(Exception):
+    """The local node cannot run on this machine (the message says what is missing and that --fast works)."""
+
+
+def refuse_without_node() -> None:
+    """Raise :class:`NodeUnavailable` unless this process is root with the node's Debian packages installed."""
+    missing = missing_debian_packages()
+    if os.geteuid() != 0 or missing:
+        need = [*(["root (the node makes namespaces, mounts and cgroups)"] if os.geteuid() != 0 else []),
+                *(["the Debian packages " + " ".join(missing) + " (make debian-deps)"] if missing else [])]
+        raise NodeUnavailable(f"the local node needs {' and '.join(need)}; --fast runs without a node (the "
+                              "reconcilers as subprocesses, the Job runner stand-in for export Jobs)")
+
+
 def add_subcommand(sub: Any) -> None:
-    up = sub.add_parser("up", help="run everything locally: control plane, CRDs, both reconcilers, real Flux "
-                                   "(or its stand-in), the Job runner stand-in, NATS and an HTTP receiver, the "
-                                   "examples; until Ctrl-C")
+    up = sub.add_parser("up", help="run everything locally: control plane and a node, the image, CRDs, both charts "
+                                   "(the controllers as pods), real Flux (or its stand-in), NATS and an HTTP "
+                                   "receiver, the examples; until Ctrl-C")
     up.add_argument("--kubeconfig", default=None,
                     help="use this cluster instead of a local control plane (default: $KUBECONFIG if set); "
                          "only missing CRDs are installed and no stand-in runs there")
     up.add_argument("--force", action="store_true",
                     help="run on a cluster that already runs a tatara controller (held Lease or Deployment)")
+    up.add_argument("--fast", action="store_true",
+                    help="local plane only: no node; the reconcilers as local subprocesses and the Job runner "
+                         "STAND-IN for export Jobs (starts sooner, needs no root)")
     up.add_argument("--flux", choices=("real", "standin"), default="real",
                     help="local plane only: run the real Flux controllers with a local registry and git server "
                          "(default; built from their Go modules on first use), or the fast Flux stand-in")

@@ -242,6 +242,8 @@ class ExportsView:
     namespaces: list[str]
     rows: dict[str, ExportRow] = field(default_factory=dict)
     http: list[RecordedRequest] = field(default_factory=list)
+    runner: str = "the Job runner STAND-IN"
+    """Who runs the Jobs, as the heading says it."""
 
     async def refresh(self, client: KubeClient) -> None:
         for ns in self.namespaces:
@@ -259,7 +261,7 @@ class ExportsView:
     def render(self) -> str:
         if not self.rows:
             return ""
-        lines = ["export Jobs (run by the Job runner STAND-IN):"]
+        lines = [f"export Jobs (run by {self.runner}):"]
         lines += [f"  {r.namespace}/{r.name:<32} {r.state:<9} receipt {r.receipt_name}: {r.receipt}"
                   for r in sorted(self.rows.values(), key=lambda r: (r.namespace, r.name))]
         lines.append(f"  HTTP receiver got {len(self.http)} request(s)")

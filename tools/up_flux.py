@@ -1,10 +1,11 @@
 """What ``tatara up`` serves real Flux on its own local plane so the examples really apply
-(docs/architecture.md#real-flux): every ``oci://`` chart the examples name is pushed to the local registry as a
-workload-free chart (ConfigMaps only: no kubelet here, and Helm waits for its resources) and the examples are
-rewritten to pull it from there; every GitRepository a flux intent names is a repository on the local git
-server holding one ConfigMap per path, with a GitRepository object pointing at it; and each namespace of a
-flux intent that decrypts with SOPS (``decryptSops``, true by default) gets the ``sops-age`` Secret the
-rendered Kustomization names, empty: the examples hold nothing encrypted (docs/behaviour.md#sops-decryption).
+(docs/architecture.md#real-flux): every ``oci://`` chart the examples name is pushed to the local registry (a
+Deployment of the ``echo`` image when the local node runs, so Helm waits on real pods; without a node a
+workload-free chart, ConfigMaps only) and the examples are rewritten to pull it from there; every GitRepository a flux
+intent names is a repository on the local git server holding one ConfigMap per path, with a GitRepository object
+pointing at it; and each namespace of a flux intent that decrypts with SOPS (``decryptSops``, true by default)
+gets the ``sops-age`` Secret the rendered Kustomization names, empty: the examples hold nothing encrypted
+(docs/behaviour.md#sops-decryption).
 
 Pure planning (:func:`plan_local_flux`, :func:`retarget_charts`) and one executor (:func:`serve_examples`).
 """
@@ -37,7 +38,73 @@ data:
   chart: {{ .Chart.Name }}-{{ .Chart.Version }}
   profile: {{ .Values.profile | default "none" | quote }}
 """
-"""The one template of every local chart: a ConfigMap naming its release (a workload-free chart)."""
+"""The one template of every local chart without a node: a ConfigMap naming its release (a workload-free chart,
+since without a kubelet no pod would ever be Ready and Helm waits for its resources)."""
+WORKLOAD_TEMPLATE: Final = """{{- $port := 8080 }}
+{{- with .Values.service }}{{ with .port }}{{ $port = . }}{{ end }}{{ end }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    app.kubernetes.io/name: {{ .Chart.Name }}
+    app.kubernetes.io/instance: {{ .Release.Name }}
+spec:
+  replicas: {{ .Values.replicaCount | default 1 }}
+  selector:
+    matchLabels:
+      app.kubernetes.io/instance: {{ .Release.Name }}
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: {{ .Chart.Name }}
+        app.kubernetes.io/instance: {{ .Release.Name }}
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 5
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65532
+        seccompProfile:
+          type: RuntimeDefault
+      containers:
+        - name: echo
+          image: {{ .Values.image | default "%(image)s" }}
+          imagePullPolicy: IfNotPresent
+          env:
+            - name: PORT
+              value: {{ $port | quote }}
+            - name: ECHO_MESSAGE
+              value: "{{ .Chart.Name }} {{ .Chart.Version }}"
+            - name: POD_NAMESPACE
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.namespace
+          ports:
+            - name: http
+              containerPort: {{ $port }}
+          readinessProbe:
+            httpGet:
+              path: /healthz
+              port: http
+            periodSeconds: 2
+          resources:
+            requests:
+              cpu: 5m
+              memory: 16Mi
+            limits:
+              memory: 64Mi
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop:
+                - ALL
+"""
+"""The second template of every local chart when a node runs: a Deployment of the ``echo`` image
+(``tools/images/echo``) with ``replicaCount`` replicas on ``service.port``, Ready by its probe, so Helm (and
+the Process's boundary conditions) wait on real pods. ``%(image)s`` is filled in with the image reference."""
 APPLIED_BY: Final = ("kustomize.toolkit.fluxcd.io/name", "helm.toolkit.fluxcd.io/name")
 """The labels kustomize- and helm-controller put on every object they apply."""
 
@@ -148,10 +215,21 @@ def sops_secret(namespace: str) -> dict[str, Any]:
                                         "by default; put age keys here as <name>.agekey"}}}
 
 
+def chart_templates(workload_image: str | None) -> dict[str, str]:
+    """The templates of every local chart: :data:`CHART_TEMPLATE`, and :data:`WORKLOAD_TEMPLATE` deploying
+    ``workload_image`` when one is given (a node runs)."""
+    templates = {"release.yaml": CHART_TEMPLATE}
+    if workload_image:
+        templates["deployment.yaml"] = WORKLOAD_TEMPLATE % {"image": workload_image}
+    return templates
+
+
 async def serve_examples(client: KubeClient, stack: FluxStack, plan: LocalFlux,
-                         ensure_namespace: Callable[[KubeClient, str], Awaitable[None]]) -> list[str]:
-    """Push the charts, commit the git trees, apply the GitRepositories and Secrets; return one line per thing
-    done (for ``tatara up`` to print). ``ensure_namespace(client, name)`` creates a namespace if missing.
+                         ensure_namespace: Callable[[KubeClient, str], Awaitable[None]],
+                         workload_image: str | None = None) -> list[str]:
+    """Push the charts (:func:`chart_templates`), commit the git trees, apply the GitRepositories and Secrets;
+    return one line per thing done (for ``tatara up`` to print). ``ensure_namespace(client, name)`` creates a
+    namespace if missing.
 
     Raises:
         tools.flux_stack.FluxStackError: a push failed.
@@ -160,8 +238,9 @@ async def serve_examples(client: KubeClient, stack: FluxStack, plan: LocalFlux,
     lines = []
     for (repository, name), versions in sorted(plan.charts.items()):
         for version in sorted(versions):
-            stack.push_chart(repository, name, version, {"release.yaml": CHART_TEMPLATE})
-            lines.append(f"chart {stack.oci_url(f'{repository}/{name}')}:{version} pushed (ConfigMaps only)")
+            stack.push_chart(repository, name, version, chart_templates(workload_image))
+            what = f"a Deployment of {workload_image} + a ConfigMap" if workload_image else "ConfigMaps only"
+            lines.append(f"chart {stack.oci_url(f'{repository}/{name}')}:{version} pushed ({what})")
     for (namespace, repo), files in sorted(plan.trees.items()):
         sha = stack.git.commit(repo, files)
         await ensure_namespace(client, namespace)

@@ -1,6 +1,7 @@
-"""``tatara up --flux=standin --exit-when-settled`` as a real subprocess: its own control plane, both reconcilers as
-subprocesses, the Flux stand-in, every example (the compiled Lisp matrix too) reaching the state it declares,
-and nothing left running. The same with real Flux (the default): tests/e2e/flux/test_up_real_flux.py."""
+"""``tatara up --fast --flux=standin --exit-when-settled`` as a real subprocess: its own control plane, both
+reconcilers as subprocesses (no node), the Flux stand-in, every example (the compiled Lisp matrix too) reaching
+the state it declares, and nothing left running. The default, on the local node with real Flux:
+tests/e2e/node/test_up.py."""
 
 from __future__ import annotations
 
@@ -32,12 +33,12 @@ EXPECTED_PHASES = {
 """What each example's ``examples.tatara.pleme.io/expect`` annotation says, read independently of tatara up."""
 
 
-def test_up_with_the_flux_standin_brings_every_example_to_its_expected_state_and_stops_cleanly() -> None:
+def test_up_fast_with_the_flux_standin_brings_every_example_to_its_expected_state_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     ports = free_port(), free_port()
     nats_port, receiver_port = free_port(), free_port()
     result = subprocess.run(
-        [sys.executable, "-m", "tools.cli", "up", "--flux=standin", "--exit-when-settled", "--timeout", "240",
+        [sys.executable, "-m", "tools.cli", "up", "--fast", "--flux=standin", "--exit-when-settled", "--timeout", "240",
          "--reconciler-port", str(ports[0]), "--pool-port", str(ports[1]),
          "--nats-port", str(nats_port), "--receiver-port", str(receiver_port)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)

@@ -11,7 +11,7 @@ mount, network and PID namespaces), so nothing collides with another run and not
   built locally (:mod:`tools.controlplane.images`) and pinned.
 - **kubelet** v1.36.3 (built with the control plane) as ``system:node:tatara-node`` with a client certificate,
   ``cgroupDriver: cgroupfs`` and ``failCgroupV1: false`` (the host has cgroup v1), its cgroups under a root
-  of this run's own (``/tatara-<id>``, removed at stop), serving on the node IP with a certificate from the
+  of this run's own (``/tatara-<pid>-<id>``, removed at stop), serving on the node IP with a certificate from the
   plane's CA, x509 + webhook authentication and webhook authorization (as kubeadm configures it). No DNS
   server runs: ``clusterDNS`` names the node IP, where a query is refused at once (so pods keep the
   ``ClusterFirst`` policy without the kubelet's MissingClusterDNS warning on every pod), and the node's own
@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import ssl
 import subprocess
@@ -200,7 +201,8 @@ class LocalNode:
 
     @property
     def cgroup(self) -> str:
-        """The name of this node's cgroup root (``tatara-<id>``, in every cgroup v1 hierarchy); empty when stopped."""
+        """The name of this node's cgroup root (``tatara-<pid>-<id>``, in every cgroup v1 hierarchy); empty when
+        stopped."""
         return self._cgroup
 
     def start(self) -> LocalNode:
@@ -341,9 +343,10 @@ class LocalNode:
         self._wait(daemon, lambda: "ready" in log_tail(log_path).splitlines(), timeout=30)
 
     def _make_cgroup_root(self) -> None:
-        """``/tatara-<id>`` in every cgroup v1 hierarchy, cpuset's copied from its parent (a new cpuset cgroup
+        """``/tatara-<pid>-<id>`` in every cgroup v1 hierarchy, cpuset's copied from its parent (a new cpuset cgroup
         starts empty and takes no task)."""
-        self._cgroup = f"tatara-{uuid.uuid4().hex[:8]}"
+        _remove_stale_cgroups()
+        self._cgroup = f"tatara-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         for hierarchy in _hierarchies():
             path = hierarchy / self._cgroup
             path.mkdir(exist_ok=True)
@@ -352,17 +355,8 @@ class LocalNode:
                     (path / key).write_text((hierarchy / key).read_text())
 
     def _remove_cgroup_root(self) -> None:
-        if not self._cgroup:
-            return
-        for hierarchy in _hierarchies():
-            root = hierarchy / self._cgroup
-            if not root.exists():
-                continue
-            for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-            with contextlib.suppress(OSError):
-                root.rmdir()
+        if self._cgroup:
+            _remove_cgroup_tree(self._cgroup)
         self._cgroup = ""
 
     def _start_containerd(self, bin_dir: Path) -> None:
@@ -439,10 +433,38 @@ class LocalNode:
         self._wait(self._daemon("kubelet"), ready)
 
 
-def _hierarchies() -> Iterator[Path]:
-    """The cgroup v1 hierarchies mounted under /sys/fs/cgroup (not the cgroup2 ``unified`` one)."""
+def _remove_cgroup_tree(name: str) -> None:
+    """Remove ``/<name>`` and everything under it from every hierarchy, the cgroup2 ``unified`` one too (runc
+    makes its cgroups there as well on a hybrid host); a cgroup that still holds a task stays."""
+    for hierarchy in _hierarchies(unified=True):
+        root = hierarchy / name
+        if not root.exists():
+            continue
+        for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        with contextlib.suppress(OSError):
+            root.rmdir()
+
+
+def _remove_stale_cgroups() -> None:
+    """Remove the cgroup roots of nodes whose process is gone (``tatara-<pid>-<id>``: a run killed before it
+    could clean up). Those of running nodes, in this process or another, are left alone."""
+    stale = set()
+    for hierarchy in _hierarchies(unified=True):
+        for path in hierarchy.glob("tatara-*-*"):
+            pid = path.name.split("-")[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                stale.add(path.name)
+    for name in sorted(stale):
+        _remove_cgroup_tree(name)
+
+
+def _hierarchies(*, unified: bool = False) -> Iterator[Path]:
+    """The cgroup v1 hierarchies mounted under /sys/fs/cgroup, and with ``unified`` the cgroup2 one of a
+    hybrid host."""
     for path in sorted(CGROUP_ROOT.iterdir()):
-        if path.is_dir() and path.name != "unified" and (path / "cgroup.procs").exists():
+        if path.is_dir() and (unified or path.name != "unified") and (path / "cgroup.procs").exists():
             yield path
 
 
