@@ -1,7 +1,7 @@
 """The Kubernetes API client both binaries share.
 
 kubernetes-asyncio supplies configuration and authentication only (kubeconfig,
-in-cluster service-account token re-read every minute, exec plugins, client certs);
+in-cluster service-account token re-read every minute and after a 401, exec plugins, client certs);
 requests go through its one aiohttp session, with an explicit timeout and explicit
 ``Content-Type``/``Accept`` on every call, and bodies stay raw bytes that callers decode
 with msgspec into our Structs (docs/runtime.md#client). Failures raise the typed errors of
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
@@ -24,6 +25,11 @@ import msgspec
 from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.config.incluster_config import (
+    SERVICE_CERT_FILENAME,
+    SERVICE_TOKEN_FILENAME,
+    InClusterConfigLoader,
+)
 from yarl import URL
 
 from shared.kube.errors import ApiError, Unauthorized, api_error
@@ -136,6 +142,8 @@ class KubeClient:
         self.hostname = urlsplit(self.host).netloc
         self.on_response: list[Any] = []
         """Callbacks ``(method, code, host)`` run after each response (e.g. rest_client_requests_total)."""
+        self.expire_credentials: Callable[[], None] = lambda: None
+        """Called on a 401: makes the next request read its credentials afresh (in-cluster: the token file)."""
         self.proxy, self._proxy_auth = proxy_for(self.host, self._config.proxy)
         """The proxy every request goes through (None: direct), resolved once here."""
         # With trust_env, aiohttp looks the proxy and ~/.netrc up again on every request, each time in a
@@ -156,11 +164,29 @@ class KubeClient:
         return cls(ApiClient(configuration), **kwargs)
 
     @classmethod
-    def in_cluster(cls, **kwargs: Any) -> KubeClient:
-        """A client from the pod's service account (token re-read at least every minute)."""
+    def in_cluster(cls, *, token_file: str = SERVICE_TOKEN_FILENAME, ca_file: str = SERVICE_CERT_FILENAME,
+                   environ: Mapping[str, str] | None = None, **kwargs: Any) -> KubeClient:
+        """A client from the pod's service account: ``KUBERNETES_SERVICE_HOST``/``_PORT`` of ``environ``
+        (default ``os.environ``), the CA and the projected token the kubelet mounts.
+
+        The token file is re-read every minute and, as client-go's cached token source does, at once after
+        a 401: the kubelet rotates the file before the old token expires, so a token that stopped being
+        valid costs one refused request, not a minute of them (docs/runtime.md#client).
+
+        Raises:
+            kubernetes_asyncio.config.ConfigException: not in a pod (no service host, no token file).
+        """
         configuration = Configuration()
-        kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(ApiClient(configuration), **kwargs)
+        loader = InClusterConfigLoader(token_filename=token_file, cert_filename=ca_file, try_refresh_token=True,
+                                       environ=dict(environ) if environ is not None else os.environ)
+        loader.load_and_set(configuration)
+        client = cls(ApiClient(configuration), **kwargs)
+
+        def expire() -> None:
+            loader.token_expires_at = datetime.min  # the loader's refresh hook re-reads when this has passed
+
+        client.expire_credentials = expire
+        return client
 
     @classmethod
     async def connect(cls, kubeconfig: str | os.PathLike[str] | None = None, **kwargs: Any) -> KubeClient:
@@ -239,8 +265,10 @@ class KubeClient:
             except (TimeoutError, aiohttp.ClientError) as err:
                 self._observe(method, 0)
                 raise ApiError(0, type(err).__name__, f"{method} {path}: {err}") from err
-            if isinstance(error, Unauthorized) and attempt == 1:
-                continue
+            if isinstance(error, Unauthorized):
+                self.expire_credentials()
+                if attempt == 1:
+                    continue
             raise error
         raise AssertionError("unreachable")
 
@@ -338,6 +366,8 @@ class KubeClient:
                                          proxy_auth=self._proxy_auth) as resp:
                 self._observe("WATCH", resp.status)
                 if resp.status != 200:
+                    if resp.status == 401:
+                        self.expire_credentials()
                     raise api_error(resp.status, await resp.read())
                 while True:
                     line = await resp.content.readline(max_line_length=MAX_WATCH_EVENT_BYTES)
