@@ -16,7 +16,7 @@ $(BIN)/.installed: pyproject.toml tools/pyproject.toml constraints.txt
 	touch $@
 
 ## run: the whole product locally (tatara up): control plane, CRDs, both reconcilers, real Flux (registry + git server), NATS + HTTP receiver, Job runner stand-in, examples/
-run: $(BIN)/.installed
+run: $(BIN)/.installed debian-deps
 	$(BIN)/tatara up
 
 ## test: lint, type-check, then every test against a real local kube-apiserver + etcd
@@ -33,7 +33,7 @@ unit: $(BIN)/.installed
 	$(BIN)/pytest -m "not integration"
 
 ## control-plane: build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd, containerd, the node's base and pause images, helm, kubeconform, the kstatus judge, the Flux controllers, the registry and oras if not cached
-control-plane: $(BIN)/.installed
+control-plane: $(BIN)/.installed debian-deps
 	$(BIN)/tatara control-plane build
 	$(BIN)/python -m tools.controlplane.containerd
 	$(BIN)/python -m tools.controlplane.images

@@ -1,7 +1,8 @@
 """Static checks of the Containerfile (issue 7): hadolint clean, and a parse of its stages — multi-stage on a
 slim Python 3.11 base, wheels built in the first stage, the final stage running as a numeric non-root user with
-no compiler or build tool installed, both controller entry points present, OCI labels. Building the image is
-not possible on the development machine (no container engine), so this is what is checked."""
+no compiler or build tool installed, both controller entry points present, OCI labels. The image is also built
+for real with buildah for the local node (tools/controlplane/images.py) and run by the node tier
+(tests/e2e/node), on a Debian base standing in for the slim Python image."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ One control plane configured as a cluster (``for_node=True``: ServiceAccount adm
 workload controllers, kube-scheduler), one :class:`~tools.controlplane.node.LocalNode` (containerd, runc and
 the kubelet in a sandbox of their own), the project's image built from its ``Containerfile`` and imported,
 both charts installed by ``helm install --wait`` under Pod Security ``restricted`` with two replicas each, and
-real NATS on the host's loopback that pods reach on the node IP — shared by the whole session
+real NATS on the host's loopback that pods reach on the node IP — shared by the tier's tests
 (README.md#a-real-node).
 
 Processes with a Flux intent need their Kustomization Ready: the tests run the labelled Flux stand-in for
@@ -75,9 +75,9 @@ class NodeEnv:
         return pool_values(self.stack.image, **overrides)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def node_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeEnv]:
-    """Start everything (module docstring); stop it all at the end of the session."""
+    """Start everything (module docstring); stop it all once the tier's tests are done."""
     missing = missing_debian_packages()
     if missing or os.geteuid() != 0:
         pytest.fail(f"the node tier needs root and the node's Debian packages (missing: {' '.join(missing) or '-'}); "

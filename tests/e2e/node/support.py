@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from shared.kube.client import KubeClient, Resource
 from tools.node_stack import RELEASE_NAMESPACE
 from tools.standins.flux import FluxStandIn
+from tools.wait import wait_for
 
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PODS: Final = Resource("", "v1", "pods", "Pod")
@@ -30,6 +31,15 @@ async def lease(kc: KubeClient, chart: str) -> dict[str, Any]:
 def holder_pod(lease_obj: dict[str, Any]) -> str:
     """The pod name in a Lease's ``holderIdentity`` (``<pod>_<random>``)."""
     return str(lease_obj["spec"].get("holderIdentity") or "").split("_", 1)[0]
+
+
+async def live_leader(kc: KubeClient, chart: str) -> str:
+    """The chart's leader pod, once the Lease names one of its current pods (after a reinstall or a
+    rollout the Lease names a gone pod until a new one takes it)."""
+    async def probe() -> str | None:
+        holder = holder_pod(await lease(kc, chart))
+        return holder if holder in {p["metadata"]["name"] for p in await chart_pods(kc, chart)} else None
+    return await wait_for(probe, timeout=120, interval=0.2, what=f"{chart}'s Lease held by one of its pods")
 
 
 async def chart_pods(kc: KubeClient, chart: str) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import pytest
 
 from shared.kube.client import KubeClient
 from tests.e2e.node.conftest import NodeEnv
-from tests.e2e.node.support import PODS, chart_pods, flux_standin, holder_pod, lease
+from tests.e2e.node.support import PODS, chart_pods, flux_standin, holder_pod, lease, live_leader
 from tests.faults.harness import burst_documents, check_invariants, create
 from tests.support.kube import wait_for
 from tools.node_stack import CHARTS, RELEASE_NAMESPACE
@@ -34,8 +34,8 @@ async def test_deleting_the_leader_pods_hands_each_lease_over_within_its_duratio
     async with flux_standin(kc, node_ns):
         for resource, body in docs[:half]:
             await create(kc, resource, body, node_ns)
+        leaders = {chart: await live_leader(kc, chart) for chart in CHARTS}
         before = {chart: await lease(kc, chart) for chart in CHARTS}
-        leaders = {chart: holder_pod(obj) for chart, obj in before.items()}
         others = {chart: {p["metadata"]["name"] for p in await chart_pods(kc, chart)} - {leaders[chart]}
                   for chart in CHARTS}
         assert all(len(names) == 1 for names in others.values()), others

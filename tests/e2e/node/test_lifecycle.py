@@ -35,7 +35,8 @@ async def new_leader_has_reconciled(kc: KubeClient, old_pods: set[str], count: i
     finished ``count`` reconciles or more (it has re-read every Process); return that pod."""
     async def probe() -> str | None:
         holder = holder_pod(await lease(kc, RECONCILER))
-        if not holder or holder in old_pods:
+        current = {p["metadata"]["name"] for p in await chart_pods(kc, RECONCILER)}
+        if not holder or holder in old_pods or holder not in current:
             return None
         samples = await pod_metrics(kc, holder, HEALTH_PORTS[RECONCILER])
         done = total(samples, "controller_runtime_reconcile_total", controller="process")
