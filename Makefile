@@ -5,9 +5,11 @@ BIN    := $(VENV)/bin
 
 .PHONY: run test lint unit control-plane debian-deps crds clean
 
-# Debian packages: promtool (prometheus) for the alert rules; the node's runtime (runc, the CNI plugins,
-# iptables, iproute2) and image tools (buildah, mmdebstrap, gcc for the pause binary).
-DEBIAN_PACKAGES := prometheus runc containernetworking-plugins iptables iproute2 buildah mmdebstrap gcc libc6-dev
+# Debian packages: the node's runtime (runc, the CNI plugins, iptables, iproute2) and image tools (buildah,
+# mmdebstrap, gcc and libc6-dev for the static pause binary); for the tests also promtool and a Prometheus
+# (prometheus) for the alert rules and dashboards.
+NODE_PACKAGES := runc containernetworking-plugins iptables iproute2 buildah mmdebstrap gcc libc6-dev
+DEBIAN_PACKAGES := prometheus $(NODE_PACKAGES)
 
 $(BIN)/.installed: pyproject.toml tools/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,11 +17,12 @@ $(BIN)/.installed: pyproject.toml tools/pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]' -e ./tools
 	touch $@
 
-## run: the whole product locally (tatara up): control plane, CRDs, both reconcilers, real Flux (registry + git server), NATS + HTTP receiver, Job runner stand-in, examples/
-run: $(BIN)/.installed debian-deps
+## run: the whole product locally (tatara up): a cluster with a real node, the image built, both charts installed (the controllers as pods), CRDs, real Flux (registry + git server), NATS + HTTP receiver, examples/ (root; the node's Debian packages are installed first)
+run: $(BIN)/.installed
+	@$(MAKE) --no-print-directory debian-deps DEBIAN_PACKAGES="$(NODE_PACKAGES)"
 	$(BIN)/tatara up
 
-## test: lint, type-check, then every test against a real local kube-apiserver + etcd
+## test: lint, type-check, then every test against a real local control plane, real Flux and a real node (root)
 test: $(BIN)/.installed control-plane lint
 	$(BIN)/pytest
 
@@ -42,13 +45,17 @@ control-plane: $(BIN)/.installed debian-deps
 	$(BIN)/python -m tools.kubeconform_bin
 	$(BIN)/python -m tools.controlplane.kstatus
 
-## debian-deps: install the Debian packages above that are missing (apt-get; sudo when not root)
+## debian-deps: install the Debian packages above that are missing (apt-get; sudo when not root); a Prometheus
+## service the package enables on a systemd host is stopped and disabled again (the tests run their own)
 debian-deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  sudo=""; [ "$$(id -u)" -ne 0 ] && sudo=sudo; \
 	  echo "installing Debian packages: $$missing"; \
 	  $$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y --no-install-recommends $$missing; \
+	  case " $$missing " in *" prometheus "*) \
+	    if [ -d /run/systemd/system ]; then $$sudo systemctl disable --now prometheus >/dev/null 2>&1 || true; fi;; \
+	  esac; \
 	fi
 
 ## crds: regenerate charts/*/crds from the models (the drift test fails until you do)

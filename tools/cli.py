@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     add_up(sub)
     cp = sub.add_parser("control-plane", help="manage the local control-plane binaries")
     cp_sub = cp.add_subparsers(dest="action", required=True)
-    cp_sub.add_parser("build", help="build kube-apiserver, kube-controller-manager, etcd if missing").set_defaults(
-        func=_cmd_build)
+    cp_sub.add_parser("build", help="build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl "
+                                    "and etcd if missing").set_defaults(func=_cmd_build)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

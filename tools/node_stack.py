@@ -77,11 +77,12 @@ class NodeStack:
     Args:
         plane: a started control plane with ``for_node=True``.
         forwards: host loopback ports the pods reach on the node IP (NATS, the HTTP receiver).
-        log_dir: where helm's and the node's logs are kept when the stack stops.
+        log_dir: where the node's logs are kept when the stack stops (None: they go with the node).
     """
 
     plane: LocalControlPlane
     forwards: Sequence[int] = ()
+    log_dir: Path | None = None
     images: ImageBuilder = field(default_factory=ImageBuilder.default)
     node: LocalNode | None = None
     image: str = ""
@@ -98,7 +99,7 @@ class NodeStack:
         self.helm_binary = Helm.default().ensure_built()
         self.image, tatara = self.images.tatara(REPO_ROOT)
         echo = self.images.echo(REPO_ROOT)
-        self.node = LocalNode(self.plane, forwards=self.forwards)
+        self.node = LocalNode(self.plane, forwards=self.forwards, log_dir=self.log_dir)
         self.node.start()
         try:
             for archive in (tatara, echo):
@@ -127,8 +128,11 @@ class NodeStack:
         Raises:
             ChartInstallError: it exited non-zero and ``check``.
         """
-        proc = subprocess.run([str(self.helm_binary), "--kubeconfig", str(self.plane.kubeconfig), *args],
-                              capture_output=True, text=True, check=False, timeout=600)
+        try:
+            proc = subprocess.run([str(self.helm_binary), "--kubeconfig", str(self.plane.kubeconfig), *args],
+                                  capture_output=True, text=True, check=False, timeout=600)
+        except subprocess.TimeoutExpired as err:
+            raise ChartInstallError(f"helm {' '.join(args)} did not finish within 600 s") from err
         if check and proc.returncode != 0:
             raise ChartInstallError(f"helm {' '.join(args)} failed (exit {proc.returncode}):\n"
                                     f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
@@ -156,15 +160,26 @@ class NodeStack:
             except ChartInstallError as err:
                 raise ChartInstallError(f"{err}\npods:\n{self.pods_summary(namespace)}") from None
 
+    def kubectl_run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run the pinned kubectl against the plane (admin); its whole result, whatever its exit code.
+
+        Raises:
+            ChartInstallError: it did not finish within two minutes.
+        """
+        kubectl = self.plane.toolchain.binary("kubectl")
+        try:
+            return subprocess.run([str(kubectl), "--kubeconfig", str(self.plane.kubeconfig), *args], input=stdin,
+                                  capture_output=True, text=True, check=False, timeout=120)
+        except subprocess.TimeoutExpired as err:
+            raise ChartInstallError(f"kubectl {' '.join(args)} did not finish within 120 s") from err
+
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
         """Run the pinned kubectl against the plane (admin); return its stdout.
 
         Raises:
-            ChartInstallError: it exited non-zero and ``check``.
+            ChartInstallError: it exited non-zero and ``check``, or it timed out.
         """
-        kubectl = self.plane.toolchain.binary("kubectl")
-        proc = subprocess.run([str(kubectl), "--kubeconfig", str(self.plane.kubeconfig), *args], input=stdin,
-                              capture_output=True, text=True, check=False, timeout=120)
+        proc = self.kubectl_run(*args, stdin=stdin)
         if check and proc.returncode != 0:
             raise ChartInstallError(f"kubectl {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
         return proc.stdout
@@ -172,9 +187,3 @@ class NodeStack:
     def pods_summary(self, namespace: str) -> str:
         """``kubectl get pods -o wide`` of ``namespace`` (best effort, for error messages)."""
         return self.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False)
-
-    def installed(self, namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
-        """``helm list`` of ``namespace``."""
-        out = self.helm("list", "-n", namespace, "-o", "json").stdout
-        result: list[dict[str, Any]] = json.loads(out or "[]")
-        return result

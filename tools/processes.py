@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 _PR_SET_PDEATHSIG = 1
+try:
+    _prctl: Callable[..., int] | None = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+except (OSError, AttributeError):
+    _prctl = None
+"""Resolved once here: loading a library in the child between fork and exec can deadlock a threaded parent."""
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def die_with_parent() -> Callable[[], None] | None:
@@ -42,6 +51,37 @@ def stop_process_groups(procs: Sequence[subprocess.Popen[bytes]], grace: float) 
             with suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], grace: float, *, killed_wait: float = 10.0) -> None:
+    """SIGTERM the process group of ``proc`` (started with ``start_new_session=True``) and wait until no process
+    of the group is left, SIGKILLing the group after ``grace`` seconds; a group still there ``killed_wait``
+    seconds after the SIGKILL (a process stuck in the kernel) is given up on, with a warning.
+
+    Unlike :func:`stop_process_groups` this waits for the whole group, not just ``proc``: ``nsenter`` (the
+    node's components, tools/controlplane/sandbox.py) exits at once when signalled, before the command it
+    started has finished stopping."""
+    pgid = proc.pid
+    with suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline, killed_at = time.monotonic() + grace, 0.0
+    while True:
+        proc.poll()
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        now = time.monotonic()
+        if not killed_at and now > deadline:
+            with suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            killed_at = now
+        elif killed_at and now > killed_at + killed_wait:
+            log.warning("process group %d still there %.0f s after SIGKILL; giving up on it", pgid, killed_wait)
+            break
+        time.sleep(0.05)
+    with suppress(subprocess.TimeoutExpired):
+        proc.wait(1)
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

@@ -34,6 +34,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 import anyio
@@ -54,7 +55,7 @@ from shared.kube.meta import ObjectMeta
 from tools.controlplane import BuildError, LocalControlPlane
 from tools.controlplane.flux import COMPONENTS, Built
 from tools.controlplane.images import ECHO_IMAGE, ImageError
-from tools.controlplane.node import NodeError, missing_debian_packages
+from tools.controlplane.node import NodeError, node_prerequisites
 from tools.crds import all_crds, install_crds
 from tools.flux_stack import FluxStack, FluxStackError, flux_crds
 from tools.git_http import GitServerError
@@ -502,10 +503,14 @@ async def install_flux_crds(kubeconfig: Path, crds: list[dict[str, Any]]) -> Non
 
 
 @contextmanager
-def local_node(target: Target, nats: NatsServer | None, receiver_port: int) -> Iterator[NodeStack | None]:
+def local_node(target: Target, nats: NatsServer | None, receiver_port: int, logs: Path) -> Iterator[NodeStack | None]:
     """On a local plane started ``for_node``: build the images and start the node (on the main thread, so it
     dies with this process: tools/processes.py), pods reaching NATS and the HTTP receiver on the node IP;
-    stopped on exit. None otherwise."""
+    stopped on exit, its logs kept under ``logs/node``. None otherwise.
+
+    Raises:
+        NodeError: the node did not start, or an image or the node's binaries did not build.
+    """
     if target.plane is None or not target.plane.for_node:
         yield None
         return
@@ -513,7 +518,10 @@ def local_node(target: Target, nats: NatsServer | None, receiver_port: int) -> I
     assert nats.port is not None
     print("building the images (the project's Containerfile with buildah on a Debian base; cached by content) and "
           "starting the node (kubelet + containerd + runc in a sandbox of their own)…", flush=True)
-    stack = NodeStack(target.plane, forwards=[nats.port, receiver_port]).start()
+    try:
+        stack = NodeStack(target.plane, forwards=[nats.port, receiver_port], log_dir=logs / "node").start()
+    except (ImageError, BuildError) as err:
+        raise NodeError(str(err)) from err
     try:
         assert stack.node is not None
         print(f"node {stack.node.name} Ready (InternalIP {stack.node.ip}), image {stack.image} imported", flush=True)
@@ -764,14 +772,16 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                 if node is not None and pods is not None:
                     await pods.refresh(client)
                     assert node.node is not None
+                    assert node.node.sandbox is not None
                     extra["node"] = {"image": node.image, "pods": pods.summary(), "dir": str(node.node.dir),
-                                     "cgroup": node.node.cgroup,
+                                     "cgroup": node.node.cgroup, "namespaces": node.node.sandbox.namespaces(),
                                      "workloads": await flux_workloads(client, sorted({ex.namespace
                                                                                        for ex in examples}))}
                     print(f"Deployments helm-controller installed: {', '.join(extra['node']['workloads']) or '-'}",
                           flush=True)
+                kubectl = str(target.plane.toolchain.binary("kubectl")) if target.plane is not None else "kubectl"
                 await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled,
-                                    extra=extra, pods=pods)
+                                    extra=extra, pods=pods, kubectl=kubectl)
                 if settled and not args.exit_when_settled:
                     print("Ctrl-C stops everything.", flush=True)
                     await anyio.sleep_forever()
@@ -787,7 +797,8 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
 
 async def print_summary(examples: list[Example], started: float, kubeconfig: Path, daemons: list[Daemon],
                         sinks: Sinks | None, exports: ExportsView | None, *, settled: bool,
-                        extra: dict[str, Any] | None = None, pods: PodsView | None = None) -> None:
+                        extra: dict[str, Any] | None = None, pods: PodsView | None = None,
+                        kubectl: str = "kubectl") -> None:
     seconds = time.monotonic() - started
     if settled:
         print(f"all {len(examples)} examples settled in {seconds:.1f} s", flush=True)
@@ -796,7 +807,7 @@ async def print_summary(examples: list[Example], started: float, kubeconfig: Pat
         print(f"{d.name} metrics: {d.metrics}", flush=True)
     if pods is not None:
         print(f"on the node:\n{pods.render()}", flush=True)
-        for line in hints(pods.export_namespaces):
+        for line in hints(pods.export_namespaces, kubectl):
             print(f"  {line}", flush=True)
     summary: dict[str, Any] = {
         "settled": settled, "seconds": round(seconds, 1), "kubeconfig": str(kubeconfig),
@@ -827,6 +838,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     logs = Path(tempfile.mkdtemp(prefix="tatara-up-"))
     kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG")
+    # Until the event loop takes over (and after it ends) a signal interrupts the start and the clean-up runs;
+    # the builds and the node's start take minutes on a cold machine.
+    signal.signal(signal.SIGTERM, _raise_interrupted)
+    signal.signal(signal.SIGINT, _raise_interrupted)
     try:
         if not kubeconfig:
             check_ports_free({"NATS, --nats-port": args.nats_port,
@@ -836,8 +851,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         with cluster(kubeconfig, started, for_node=not args.fast) as target, \
                 nats_server(target, args.nats_port) as nats, \
                 real_flux(target, args.flux == "real", logs) as flux, \
-                local_node(target, nats, args.receiver_port) as node:
-            return anyio.run(_run, args, target, nats, flux, node, logs, started)
+                local_node(target, nats, args.receiver_port, logs) as node:
+            code = anyio.run(_run, args, target, nats, flux, node, logs, started)
+            _ignore_signals()  # the event loop's own handlers are gone: stopping must not be cut short
+            return code
+    except Interrupted as err:
+        print(f"tatara: interrupted ({err}) while starting; what was started is stopped", file=sys.stderr,
+              flush=True)
+        return 0
     except FluxUnavailable as err:
         print(f"tatara: real Flux did not start: {err}\n(--flux=standin runs the Flux stand-in instead)",
               file=sys.stderr, flush=True)
@@ -845,9 +866,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     except (PortTaken, NatsServerError, NodeUnavailable) as err:
         print(f"tatara: {err}", file=sys.stderr, flush=True)
         return 1
-    except (NodeError, ImageError, BuildError) as err:
-        print(f"tatara: the local node did not come up: {err}\n(--fast runs without a node)", file=sys.stderr,
-              flush=True)
+    except NodeError as err:
+        print(f"tatara: the local node did not come up: {err}\n(`.venv/bin/tatara up --fast` runs without a node)",
+              file=sys.stderr, flush=True)
         return 1
     finally:
         print(f"stopped (logs kept in {logs})", flush=True)
@@ -858,13 +879,27 @@ class NodeUnavailable(Exception):
 
 
 def refuse_without_node() -> None:
-    """Raise :class:`NodeUnavailable` unless this process is root with the node's Debian packages installed."""
-    missing = missing_debian_packages()
-    if os.geteuid() != 0 or missing:
-        need = [*(["root (the node makes namespaces, mounts and cgroups)"] if os.geteuid() != 0 else []),
-                *(["the Debian packages " + " ".join(missing) + " (make debian-deps)"] if missing else [])]
-        raise NodeUnavailable(f"the local node needs {' and '.join(need)}; --fast runs without a node (the "
-                              "reconcilers as subprocesses, the Job runner stand-in for export Jobs)")
+    """Raise :class:`NodeUnavailable` unless this machine can run the node (tools/controlplane/node.py)."""
+    problems = node_prerequisites()
+    if problems:
+        raise NodeUnavailable(f"the local node needs {'; '.join(problems)}. `.venv/bin/tatara up --fast` runs "
+                              "without a node (the reconcilers as subprocesses, the Job runner stand-in for export "
+                              "Jobs)")
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived while ``tatara up`` was starting or stopping outside its event loop."""
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    # the first signal stops the start; what follows (the clean-up) must not be cut short by a second one
+    _ignore_signals()
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _ignore_signals() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def add_subcommand(sub: Any) -> None:

@@ -22,12 +22,14 @@ import msgspec
 
 from shared.domain.labels import ROLE, ROLE_EXPORT
 from shared.kube.client import KubeClient, Resource
+from tools.controlplane.build import KUBERNETES_VERSION
 from tools.controlplane.nodenet import NODE_IP, NODE_NAME
 from tools.node_stack import (
     CHARTS,
     POOL_RECONCILER,
     RECONCILER,
     RELEASE_NAMESPACE,
+    ChartInstallError,
     NodeStack,
     pool_values,
     reconciler_values,
@@ -56,9 +58,19 @@ async def install_controllers(stack: NodeStack, export_namespaces: Sequence[str]
     """
     releases = ((RECONCILER, reconciler_values(stack.image, export_namespaces)),
                 (POOL_RECONCILER, pool_values(stack.image)))
+    failures: list[ChartInstallError] = []
+
+    async def install(chart: str, values: dict[str, Any]) -> None:
+        try:
+            await anyio.to_thread.run_sync(partial(stack.install, chart, values))
+        except ChartInstallError as err:  # kept, so the caller gets the error itself, not a group of one
+            failures.append(err)
+
     async with anyio.create_task_group() as tg:  # both at once: each waits mostly on its pods' readiness
         for chart, values in releases:
-            tg.start_soon(partial(anyio.to_thread.run_sync, partial(stack.install, chart, values)))
+            tg.start_soon(install, chart, values)
+    if failures:
+        raise failures[0]
     return [f"helm release {chart} installed in {RELEASE_NAMESPACE}: image {stack.image}, "
             f"{values['replicaCount']} replicas (leader election on)" for chart, values in releases]
 
@@ -130,9 +142,11 @@ class PodsView:
                  "restarts": r.restarts, "node": r.node} for r in [*self.controllers, *self.jobs.values()]]
 
 
-def hints(namespaces: Iterable[str]) -> list[str]:
-    """Commands that show what runs on the node."""
-    out = [f"kubectl get pods -n {RELEASE_NAMESPACE} -o wide      # the controllers ({', '.join(CHARTS)})",
+def hints(namespaces: Iterable[str], kubectl: str) -> list[str]:
+    """Commands that show what runs on the node; ``kubectl`` is the binary built with the plane (the host may
+    have none)."""
+    out = [f"kubectl is {kubectl} ({KUBERNETES_VERSION}, built with the plane)",
+           f"kubectl get pods -n {RELEASE_NAMESPACE} -o wide      # the controllers ({', '.join(CHARTS)})",
            f"kubectl logs -n {RELEASE_NAMESPACE} deploy/{RECONCILER}",
            f"kubectl get --raw /api/v1/namespaces/{RELEASE_NAMESPACE}/services/{RECONCILER}-metrics:8080/proxy/metrics",
            f"kubectl get nodes -o wide                               # {NODE_NAME}: kubelet + containerd in a sandbox"]

@@ -133,7 +133,8 @@ class KubeClient:
         user_agent: sent as ``User-Agent`` (default: the program name, as client-go does).
     """
 
-    def __init__(self, api: ApiClient, *, timeout: float = DEFAULT_TIMEOUT, user_agent: str | None = None) -> None:
+    def __init__(self, api: ApiClient, *, timeout: float = DEFAULT_TIMEOUT, user_agent: str | None = None,
+                 on_unauthorized: Callable[[], None] | None = None) -> None:
         self._api = api
         self._config: Configuration = api.configuration
         self.timeout = timeout
@@ -142,7 +143,7 @@ class KubeClient:
         self.hostname = urlsplit(self.host).netloc
         self.on_response: list[Any] = []
         """Callbacks ``(method, code, host)`` run after each response (e.g. rest_client_requests_total)."""
-        self.expire_credentials: Callable[[], None] = lambda: None
+        self._on_unauthorized = on_unauthorized
         """Called on a 401: makes the next request read its credentials afresh (in-cluster: the token file)."""
         self.proxy, self._proxy_auth = proxy_for(self.host, self._config.proxy)
         """The proxy every request goes through (None: direct), resolved once here."""
@@ -180,13 +181,10 @@ class KubeClient:
         loader = InClusterConfigLoader(token_filename=token_file, cert_filename=ca_file, try_refresh_token=True,
                                        environ=dict(environ) if environ is not None else os.environ)
         loader.load_and_set(configuration)
-        client = cls(ApiClient(configuration), **kwargs)
-
         def expire() -> None:
             loader.token_expires_at = datetime.min  # the loader's refresh hook re-reads when this has passed
 
-        client.expire_credentials = expire
-        return client
+        return cls(ApiClient(configuration), on_unauthorized=expire, **kwargs)
 
     @classmethod
     async def connect(cls, kubeconfig: str | os.PathLike[str] | None = None, **kwargs: Any) -> KubeClient:
@@ -266,11 +264,15 @@ class KubeClient:
                 self._observe(method, 0)
                 raise ApiError(0, type(err).__name__, f"{method} {path}: {err}") from err
             if isinstance(error, Unauthorized):
-                self.expire_credentials()
+                self._unauthorized()
                 if attempt == 1:
                     continue
             raise error
         raise AssertionError("unreachable")
+
+    def _unauthorized(self) -> None:
+        if self._on_unauthorized is not None:
+            self._on_unauthorized()
 
     def _observe(self, method: str, code: int) -> None:
         for callback in self.on_response:
@@ -367,7 +369,7 @@ class KubeClient:
                 self._observe("WATCH", resp.status)
                 if resp.status != 200:
                     if resp.status == 401:
-                        self.expire_credentials()
+                        self._unauthorized()
                     raise api_error(resp.status, await resp.read())
                 while True:
                     line = await resp.content.readline(max_line_length=MAX_WATCH_EVENT_BYTES)

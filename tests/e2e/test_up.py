@@ -1,7 +1,7 @@
 """``tatara up --fast --flux=standin --exit-when-settled`` as a real subprocess: its own control plane, both
 reconcilers as subprocesses (no node), the Flux stand-in, every example (the compiled Lisp matrix too) reaching
 the state it declares, and nothing left running. The default, on the local node with real Flux:
-tests/e2e/node/test_up.py."""
+tests/e2e/node_up/test_up.py."""
 
 from __future__ import annotations
 

@@ -396,18 +396,22 @@ class LocalControlPlane:
         raise ControlPlaneError(f"{component.name} not ready after {START_TIMEOUT:.0f} s:\n{component.log_tail()}")
 
     def _write_kubeconfig(self, path: Path, user: str, cert: Path, key: Path) -> None:
-        config: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "tatara-local", "cluster": {
-                "server": self.server, "certificate-authority": str(self.ca_file)}}],
-            "users": [{"name": user, "user": {
-                "client-certificate": str(cert), "client-key": str(key)}}],
-            "contexts": [{"name": "tatara-local", "context": {"cluster": "tatara-local", "user": user}}],
-            "current-context": "tatara-local",
-        }
-        path.touch(mode=0o600)
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        write_kubeconfig(path, self.server, self.ca_file, user, cert, key)
+
+
+def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, cert: Path, key: Path) -> None:
+    """Write a kubeconfig (mode 0600) for ``server`` trusting ``ca_file``, authenticating as ``user`` with the
+    client certificate ``cert`` and its ``key``."""
+    config: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "tatara-local", "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
+        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+        "contexts": [{"name": "tatara-local", "context": {"cluster": "tatara-local", "user": user}}],
+        "current-context": "tatara-local",
+    }
+    path.touch(mode=0o600)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def _self_signed() -> ssl.SSLContext:

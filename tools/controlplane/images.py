@@ -24,7 +24,11 @@ host trusts. Archives: ``<cache>/images/<name>-<key>.tar``; a build that already
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import functools
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -32,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +55,6 @@ BASE_MIRRORS = (
     f"deb http://deb.debian.org/debian {BASE_SUITE}-updates main",
     f"deb http://deb.debian.org/debian-security {BASE_SUITE}-security main",
 )
-BASE_APT_OPTIONS = ('Acquire::Check-Valid-Until "false"', 'Acquire::Check-Date "false"')
-"""Snapshot mirrors carry Release files past their Valid-Until date."""
 
 PAUSE_VERSION = "3.10.2"
 """The ``TAG`` of ``build/pause/Makefile`` in the pinned Kubernetes release."""
@@ -80,7 +82,7 @@ def _digest(parts: Iterable[bytes]) -> str:
 
 def base_key(packages: Sequence[str] = BASE_PACKAGES) -> str:
     """The base image's cache key: its suite, mirrors, apt options and package list."""
-    return _digest(s.encode() for s in (BASE_SUITE, *BASE_MIRRORS, *BASE_APT_OPTIONS, *sorted(packages)))
+    return _digest(s.encode() for s in (BASE_SUITE, *BASE_MIRRORS, *apt_options(), *sorted(packages)))
 
 
 def base_image() -> str:
@@ -112,11 +114,6 @@ def context_key(root: Path, extra: Sequence[str] = ()) -> str:
                     *(e.encode() for e in extra)])
 
 
-def missing_tools() -> list[str]:
-    """The Debian programs an image build needs that are not on PATH."""
-    return [t for t in ("buildah", "mmdebstrap", "unshare", "gcc") if shutil.which(t) is None]
-
-
 @dataclass(frozen=True)
 class ImageBuilder:
     """buildah on its own storage; OCI archives in ``root``."""
@@ -139,14 +136,18 @@ class ImageBuilder:
             ImageError: mmdebstrap or buildah is missing or failed.
         """
         out = self.archive("base", base_key())
-        if out.exists():
-            return out
+        with self._building("base", out) as wanted:
+            if wanted:
+                self._make_base(out)
+        return out
+
+    def _make_base(self, out: Path) -> None:
         with tempfile.TemporaryDirectory(prefix="tatara-base-", dir=self._tmp()) as tmp:
             ctx = Path(tmp)
             rootfs = ctx / "rootfs.tar"
             started = time.monotonic()
             self._run(["mmdebstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
-                       *(f"--aptopt={opt}" for opt in BASE_APT_OPTIONS), "--dpkgopt=path-exclude=/usr/share/doc/*",
+                       *(f"--aptopt={opt}" for opt in apt_options()), "--dpkgopt=path-exclude=/usr/share/doc/*",
                        "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
                        BASE_SUITE, str(rootfs), *BASE_MIRRORS], what="mmdebstrap (the base image)")
             (ctx / "Containerfile").write_text(
@@ -157,7 +158,6 @@ class ImageBuilder:
             self._bud(ctx, base_image())
             self._push(base_image(), out)
             log.info("built the base image in %.0f s", time.monotonic() - started)
-        return out
 
     def pause_binary(self) -> Path:
         """Kubernetes's ``pause``, compiled from the pinned module's source (gcc, static).
@@ -166,30 +166,30 @@ class ImageBuilder:
             ImageError: gcc is missing or failed. BuildError: the module could not be downloaded.
         """
         out = self.root / f"pause-{PAUSE_VERSION}" / "pause"
-        if os.access(out, os.X_OK):
-            return out
-        source = kubernetes_source() / "build" / "pause" / "linux" / "pause.c"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_suffix(".partial")
-        self._run(["gcc", "-Os", "-Wall", "-Werror", "-static", f"-DVERSION=v{PAUSE_VERSION}-tatara",
-                   "-o", str(partial), str(source)], what="gcc (the pause binary)")
-        partial.rename(out)
+        with self._building("pause-binary", out) as wanted:
+            if wanted:
+                source = kubernetes_source() / "build" / "pause" / "linux" / "pause.c"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                partial = _partial(out)
+                self._run(["gcc", "-Os", "-Wall", "-Werror", "-static", f"-DVERSION=v{PAUSE_VERSION}-tatara",
+                           "-o", str(partial), str(source)], what="gcc (the pause binary)")
+                partial.rename(out)
         return out
 
     def pause(self) -> Path:
         """The pause image's OCI archive."""
         binary = self.pause_binary()
         out = self.archive("pause", _digest([binary.read_bytes()]))
-        if out.exists():
-            return out
-        with tempfile.TemporaryDirectory(prefix="tatara-pause-", dir=self._tmp()) as tmp:
-            ctx = Path(tmp)
-            shutil.copy2(binary, ctx / "pause")
-            (ctx / "Containerfile").write_text(
-                "# Kubernetes's pause container, as build/pause/Dockerfile of the pinned release makes it.\n"
-                'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n')
-            self._bud(ctx, PAUSE_IMAGE)
-        self._push(PAUSE_IMAGE, out)
+        with self._building("pause", out) as wanted:
+            if wanted:
+                with tempfile.TemporaryDirectory(prefix="tatara-pause-", dir=self._tmp()) as tmp:
+                    ctx = Path(tmp)
+                    shutil.copy2(binary, ctx / "pause")
+                    (ctx / "Containerfile").write_text(
+                        "# Kubernetes's pause container, as build/pause/Dockerfile of the pinned release makes it.\n"
+                        'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n')
+                    self._bud(ctx, PAUSE_IMAGE)
+                self._push(PAUSE_IMAGE, out)
         return out
 
     def tatara(self, root: Path = REPO_ROOT) -> tuple[str, Path]:
@@ -202,13 +202,14 @@ class ImageBuilder:
         key = context_key(root, [base_key()])
         ref = f"{TATARA_REPOSITORY}:dev-{key}"
         out = self.archive("tatara", key)
-        if out.exists():
-            return ref, out
-        self._load(self.base(), base_image())
-        started = time.monotonic()
-        self._bud(root, ref, build_args={"PYTHON_IMAGE": base_image()}, containerfile=root / "Containerfile")
-        self._push(ref, out)
-        log.info("built %s in %.0f s", ref, time.monotonic() - started)
+        base = self.base()
+        with self._building("tatara", out) as wanted:
+            if wanted:
+                self._load(base, base_image())
+                started = time.monotonic()
+                self._bud(root, ref, build_args={"PYTHON_IMAGE": base_image()}, containerfile=root / "Containerfile")
+                self._push(ref, out)
+                log.info("built %s in %.0f s", ref, time.monotonic() - started)
         return ref, out
 
     def echo(self, root: Path = REPO_ROOT) -> Path:
@@ -217,14 +218,28 @@ class ImageBuilder:
         key = _digest([*(p.name.encode() + b"\0" + p.read_bytes() for p in sorted(ctx.iterdir()) if p.is_file()),
                        base_key().encode()])
         out = self.archive("echo", key)
-        if out.exists():
-            return out
-        self._load(self.base(), base_image())
-        self._bud(ctx, ECHO_IMAGE, build_args={"BASE_IMAGE": base_image()})
-        self._push(ECHO_IMAGE, out)
+        base = self.base()
+        with self._building("echo", out) as wanted:
+            if wanted:
+                self._load(base, base_image())
+                self._bud(ctx, ECHO_IMAGE, build_args={"BASE_IMAGE": base_image()})
+                self._push(ECHO_IMAGE, out)
         return out
 
     # -- buildah --------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _building(self, name: str, out: Path) -> Iterator[bool]:
+        """Hold the lock of image ``name`` (one file lock per name, so a build that needs another image takes that
+        one first, never inside); yields whether ``out`` still has to be made. Concurrent runs (``make test``
+        beside ``make run``) build once and the later ones find the archive."""
+        if out.exists():
+            yield False
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / f".{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield not out.exists()
 
     def _tmp(self) -> Path:
         tmp = self.root / "tmp"
@@ -245,7 +260,7 @@ class ImageBuilder:
                   what=f"buildah bud ({ref})")
 
     def _push(self, ref: str, out: Path) -> None:
-        partial = out.with_suffix(".partial")
+        partial = _partial(out)
         partial.unlink(missing_ok=True)
         self._run(self._buildah("push", "--quiet", ref, f"oci-archive:{partial}:{ref}"), what=f"buildah push ({ref})")
         partial.rename(out)
@@ -272,14 +287,31 @@ class ImageBuilder:
         return proc.stdout
 
 
+def _partial(out: Path) -> Path:
+    """A name beside ``out`` that only this process writes (renamed to ``out`` when complete)."""
+    return out.with_name(f"{out.name}.{os.getpid()}.partial")
+
+
+@functools.cache
+def apt_options() -> tuple[str, ...]:
+    """The apt options mmdebstrap is given: the host's own ``Acquire::Check-Valid-Until`` and
+    ``Acquire::Check-Date`` when it turns them off (a registry that mirrors a snapshot of Debian serves Release
+    files past their Valid-Until date, and the host's apt is then configured for it); none otherwise, so apt
+    checks the dates as it should."""
+    try:
+        dump = subprocess.run(["apt-config", "dump"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(f'{key} "false"' for key in ("Acquire::Check-Valid-Until", "Acquire::Check-Date")
+                 if f'{key} "false";' in dump.splitlines())
+
+
 def kubernetes_source() -> Path:
     """The pinned ``k8s.io/kubernetes`` module's source folder in Go's module cache (downloaded if missing).
 
     Raises:
         BuildError: ``go`` is missing or the download failed.
     """
-    import json
-
     version = Toolchain.default().kubernetes_version
     with tempfile.TemporaryDirectory() as tmp:
         info = json.loads(run_go("mod", "download", "-json", f"k8s.io/kubernetes@{version}", cwd=Path(tmp),

@@ -42,6 +42,8 @@ CLONE_NEWNET = 0x40000000
 """``setns(2)``'s namespace type for a network namespace (linux/sched.h)."""
 
 _CHUNK = 1 << 16
+UNIX_PATH_MAX = 108
+"""``sizeof(sockaddr_un.sun_path)`` on Linux, the terminating NUL included."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             await writer.drain()
         if writer.can_write_eof():
             writer.write_eof()
-    except (ConnectionError, OSError):
+    except OSError:
         writer.transport.abort()
 
 
@@ -199,8 +201,13 @@ async def serve(netns: Path, forwards: Sequence[Forward], connect_socket: Path |
                 await writer.drain()
             writer.close()
             return
-        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        await writer.drain()
+        try:
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await writer.drain()
+        except OSError:
+            upstream[1].close()
+            writer.close()
+            return
         await splice((reader, writer), upstream)
 
     try:
@@ -208,6 +215,9 @@ async def serve(netns: Path, forwards: Sequence[Forward], connect_socket: Path |
             listener = await sockets.listener(forward.listen)
             servers.append(await asyncio.start_server(forwarder(forward.target), sock=listener, limit=_CHUNK))
         if connect_socket is not None:
+            if len(os.fsencode(connect_socket)) >= UNIX_PATH_MAX:
+                raise SystemExit(f"netns_proxy: the socket path {connect_socket} is longer than a UNIX socket "
+                                 f"allows ({UNIX_PATH_MAX - 1} bytes); use a shorter TMPDIR")
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(connect_socket)  # a socket left by an earlier proxy of the same plane
             servers.append(await asyncio.start_unix_server(connect_handler, path=str(connect_socket), limit=_CHUNK))
@@ -221,6 +231,9 @@ async def serve(netns: Path, forwards: Sequence[Forward], connect_socket: Path |
         for server in servers:
             server.close()
         sockets.close()
+        if connect_socket is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(connect_socket)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -48,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from tools.controlplane.cluster import ControlPlaneError, LocalControlPlane
+from tools.controlplane.cluster import LocalControlPlane, write_kubeconfig
 from tools.controlplane.containerd import built as containerd_built
 from tools.controlplane.images import PAUSE_IMAGE, ImageBuilder
 from tools.controlplane.nodenet import (
@@ -59,23 +59,31 @@ from tools.controlplane.nodenet import (
     NODE_NAME,
     POD_CIDR,
 )
-from tools.controlplane.sandbox import Sandbox, stop_group
-from tools.processes import die_with_parent, log_tail
+from tools.controlplane.sandbox import Sandbox, SandboxError
+from tools.processes import die_with_parent, log_tail, stop_process_group
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 120.0
-"""Seconds the node has to become Ready (25 s measured on 2 cores)."""
+"""Seconds the node has to become Ready (about 5 s measured on 2 cores, the images built)."""
 STOP_GRACE = 20.0
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_PREFIX = "tatara-"
+"""A node's cgroup root is ``tatara-<pid>-<id>`` (the pid of the process that started it)."""
+DIR_PREFIX = "tatara-node-"
+"""A node's run folder is ``tatara-node-<pid>-<id>`` in the work dir."""
 CNI_BIN_DIR = Path("/usr/lib/cni")
 RUNC = Path("/usr/sbin/runc")
+LIBC_DIR = Path("/usr/lib")
+"""Where Debian's libc6-dev puts the static libc (``<multiarch triplet>/libc.a``) the pause binary links."""
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
 K8S_NAMESPACE = "k8s.io"
 """containerd's namespace for the CRI's images and containers."""
 
-DEBIAN_PACKAGES = ("runc", "containernetworking-plugins", "iptables", "buildah", "mmdebstrap", "iproute2")
-"""The node's Debian packages (``make node-deps`` installs them)."""
+DEBIAN_PACKAGES = ("runc", "containernetworking-plugins", "iptables", "iproute2", "buildah", "mmdebstrap", "gcc",
+                   "libc6-dev")
+"""The node's Debian packages (``make debian-deps`` installs them, with the Makefile's list, which a unit test
+keeps a superset of this one): the runtime, and the image tools (gcc and libc6-dev for the static pause)."""
 
 
 class NodeError(RuntimeError):
@@ -83,11 +91,35 @@ class NodeError(RuntimeError):
 
 
 def missing_debian_packages() -> list[str]:
-    """The :data:`DEBIAN_PACKAGES` whose programs are not installed."""
+    """The :data:`DEBIAN_PACKAGES` whose files are not installed."""
     probes = {"runc": RUNC.exists(), "containernetworking-plugins": (CNI_BIN_DIR / "bridge").exists(),
-              "iptables": shutil.which("iptables") is not None, "buildah": shutil.which("buildah") is not None,
-              "mmdebstrap": shutil.which("mmdebstrap") is not None, "iproute2": shutil.which("ip") is not None}
+              "iptables": shutil.which("iptables") is not None, "iproute2": shutil.which("ip") is not None,
+              "buildah": shutil.which("buildah") is not None, "mmdebstrap": shutil.which("mmdebstrap") is not None,
+              "gcc": shutil.which("gcc") is not None, "libc6-dev": any(LIBC_DIR.glob("*/libc.a"))}
     return [pkg for pkg in DEBIAN_PACKAGES if not probes[pkg]]
+
+
+def cgroup_v1_hierarchies(root: Path = CGROUP_ROOT) -> list[Path]:
+    """The cgroup v1 hierarchies mounted under ``root`` (each a mount point holding ``cgroup.procs``; the
+    cgroup2 ``unified`` one of a hybrid host left out). Empty on a host with cgroup v2 only."""
+    return [p for p in sorted(root.iterdir()) if p.name != "unified" and p.is_dir() and os.path.ismount(p)
+            and (p / "cgroup.procs").exists()]
+
+
+def node_prerequisites(root: Path = CGROUP_ROOT) -> list[str]:
+    """What this machine lacks to run the node, in words; empty when it can: root (namespaces, mounts and
+    cgroups), the :data:`DEBIAN_PACKAGES`, and cgroup v1 or hybrid (the kubelet runs with ``cgroupfs``; a host
+    with cgroup v2 only is not supported yet, README.md#a-real-node)."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("root (the node makes namespaces, mounts and cgroups)")
+    missing = missing_debian_packages()
+    if missing:
+        problems.append(f"the Debian packages {' '.join(missing)} (make debian-deps installs them)")
+    if not cgroup_v1_hierarchies(root):
+        problems.append(f"cgroup v1 or hybrid cgroups (no v1 hierarchy is mounted under {root}; a host with "
+                        "cgroup v2 only is not supported yet)")
+    return problems
 
 
 def cni_config() -> dict[str, Any]:
@@ -177,11 +209,14 @@ class LocalNode:
         forwards: ports of services on the host's 127.0.0.1 that pods reach at ``NODE_IP`` on the same port
             (NATS, the HTTP receiver).
         work_dir: parent of this run's directory (default: the system temp dir).
+        log_dir: where the node's logs (kubelet, containerd, proxy, the pods') are copied when it stops (None:
+            they go with the run's directory).
     """
 
     plane: LocalControlPlane
     forwards: Sequence[int] = ()
     work_dir: Path | None = None
+    log_dir: Path | None = None
     dir: Path = field(default=Path())
     sandbox: Sandbox | None = None
     _daemons: list[_Daemon] = field(default_factory=list)
@@ -214,18 +249,23 @@ class LocalNode:
         """
         if not self.plane.for_node:
             raise NodeError("the control plane was not started with for_node=True")
-        missing = missing_debian_packages()
-        if missing:
-            raise NodeError(f"the node needs Debian packages that are not installed: {' '.join(missing)} "
-                            "(`make node-deps` installs them)")
+        problems = node_prerequisites()
+        if problems:
+            raise NodeError(f"the node needs {'; '.join(problems)}")
         containerd = containerd_built()
         containerd.ensure_built()
         kubelet = self.plane.toolchain.ensure_built() / "kubelet"
         pause = self._images.pause_binary()
         pause_image = self._images.pause()
-        self.dir = Path(tempfile.mkdtemp(prefix="tatara-node-", dir=self.work_dir))
+        parent = Path(self.work_dir or tempfile.gettempdir())
+        _remove_stale_dirs(parent)
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=parent))
         try:
-            self.sandbox = Sandbox(self.dir / "sandbox", pause).start()
+            self.sandbox = Sandbox(self.dir / "sandbox", pause)
+            try:
+                self.sandbox.start()
+            except SandboxError as err:
+                raise NodeError(str(err)) from err
             self._start_proxy()
             self._make_cgroup_root()
             self._start_containerd(containerd.binary.parent)
@@ -238,11 +278,13 @@ class LocalNode:
         return self
 
     def stop(self) -> None:
-        """Stop the kubelet, containerd and the proxy (SIGTERM, then SIGKILL), end the sandbox (and with it
-        every container), remove the cgroups and this run's directory."""
+        """Stop the kubelet, containerd and the proxy (SIGTERM, then SIGKILL), keep their logs and the pods' logs
+        in ``log_dir`` (when given), end the sandbox (and with it every container), remove the cgroups and this
+        run's directory."""
         for daemon in reversed(self._daemons):
-            stop_group(daemon.proc, STOP_GRACE)
+            stop_process_group(daemon.proc, STOP_GRACE)
         self._daemons.clear()
+        self._keep_logs()
         if self.sandbox is not None:
             self.sandbox.stop()
             self.sandbox = None
@@ -250,6 +292,17 @@ class LocalNode:
         if self.dir != Path() and self.dir.exists():
             shutil.rmtree(self.dir, ignore_errors=True)
         self.dir = Path()
+
+    def _keep_logs(self) -> None:
+        if self.log_dir is None or self.dir == Path():
+            return
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for path in sorted(self.dir.glob("*.log")):
+            with contextlib.suppress(OSError):
+                shutil.copyfile(path, self.log_dir / path.name)
+        if self.sandbox is not None and self.sandbox.holder_pid:
+            with contextlib.suppress(OSError):
+                shutil.copytree(self.sandbox.path("/var/log/pods"), self.log_dir / "pods", dirs_exist_ok=True)
 
     def __enter__(self) -> LocalNode:
         return self.start()
@@ -265,15 +318,11 @@ class LocalNode:
         """
         self._ctr("images", "import", "--no-unpack=false", str(archive), timeout=300)
 
-    def images(self) -> list[str]:
-        """The image references containerd's CRI namespace holds."""
-        return self._ctr("images", "list", "--quiet").split()
-
     def restart_containerd(self) -> None:
         """SIGTERM containerd and start it again with the same config (running containers stay, as on a
         real node: their shims outlive containerd); wait until it answers."""
         daemon = self._daemon("containerd")
-        stop_group(daemon.proc, STOP_GRACE)
+        stop_process_group(daemon.proc, STOP_GRACE)
         self._daemons.remove(daemon)
         self._start_containerd(containerd_built().binary.parent)
 
@@ -286,22 +335,6 @@ class LocalNode:
         """
         cid = container_id.removeprefix("containerd://")
         self._ctr("tasks", "kill", "--signal", "SIGKILL", cid)
-
-    def log_tail(self, name: str, lines: int = 40) -> str:
-        """The last lines of a node component's log (``containerd``, ``kubelet``, ``proxy``)."""
-        return log_tail(self.dir / f"{name}.log", lines)
-
-    def pod_logs(self, namespace: str, pod: str) -> str:
-        """Every container log of ``namespace/pod`` from the node's ``/var/log/pods`` (for a failing test's
-        message; ``kubectl logs`` works too, through the API server's egress)."""
-        if self.sandbox is None:
-            return ""
-        root = self.sandbox.path("/var/log/pods")
-        out = []
-        for folder in sorted(root.glob(f"{namespace}_{pod}_*")):
-            for path in sorted(folder.rglob("*.log")):
-                out.append(f"== {path.relative_to(folder)}\n{log_tail(path, 60)}")
-        return "\n".join(out)
 
     # -- internals -------------------------------------------------------------------
 
@@ -346,7 +379,7 @@ class LocalNode:
         """``/tatara-<pid>-<id>`` in every cgroup v1 hierarchy, cpuset's copied from its parent (a new cpuset cgroup
         starts empty and takes no task)."""
         _remove_stale_cgroups()
-        self._cgroup = f"tatara-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._cgroup = f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:6]}"
         for hierarchy in _hierarchies():
             path = hierarchy / self._cgroup
             path.mkdir(exist_ok=True)
@@ -384,8 +417,11 @@ class LocalNode:
     def _ctr(self, *args: str, timeout: float = 60) -> str:
         assert self.sandbox is not None
         socket = self.sandbox.path(CONTAINERD_SOCKET)
-        proc = subprocess.run([str(self._ctr_path), f"--address={socket}", f"--namespace={K8S_NAMESPACE}", *args],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        try:
+            proc = subprocess.run([str(self._ctr_path), f"--address={socket}", f"--namespace={K8S_NAMESPACE}", *args],
+                                  capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as err:
+            raise NodeError(f"ctr {' '.join(args)} did not answer within {timeout:.0f} s") from err
         if proc.returncode != 0:
             raise NodeError(f"ctr {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
         return proc.stdout
@@ -398,14 +434,8 @@ class LocalNode:
             d, "client")
         tls = self.plane.issue_server([NODE_IP, NODE_NAME]).write(d, "serving")
         kubeconfig = d / "kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {"server": f"https://{NODE_IP}:{API_NODE_PORT}",
-                                                       "certificate-authority": str(self.plane.ca_file)}}],
-            "users": [{"name": "kubelet", "user": {"client-certificate": str(client_cert),
-                                                   "client-key": str(client_key)}}],
-            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "kubelet"}}],
-            "current-context": "local"}))
+        write_kubeconfig(kubeconfig, f"https://{NODE_IP}:{API_NODE_PORT}", self.plane.ca_file,
+                         f"system:node:{NODE_NAME}", client_cert, client_key)
         resolv = d / "resolv.conf"
         resolv.write_text("")
         config = d / "config.yaml"
@@ -433,49 +463,48 @@ class LocalNode:
         self._wait(self._daemon("kubelet"), ready)
 
 
-def _remove_cgroup_tree(name: str) -> None:
+def _remove_cgroup_tree(name: str, root: Path = CGROUP_ROOT) -> None:
     """Remove ``/<name>`` and everything under it from every hierarchy, the cgroup2 ``unified`` one too (runc
-    makes its cgroups there as well on a hybrid host); a cgroup that still holds a task stays."""
-    for hierarchy in _hierarchies(unified=True):
-        root = hierarchy / name
-        if not root.exists():
+    makes its cgroups there as well on a hybrid host); a cgroup that still holds a task stays, with a warning."""
+    for hierarchy in _hierarchies(root, unified=True):
+        top = hierarchy / name
+        if not top.exists():
             continue
-        for path in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        for path in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 path.rmdir()
-        with contextlib.suppress(OSError):
-            root.rmdir()
+        try:
+            top.rmdir()
+        except OSError as err:
+            log.warning("cgroup %s not removed: %s", top, err)
 
 
-def _remove_stale_cgroups() -> None:
+def owner_gone(name: str, prefix: str) -> bool:
+    """Whether ``name`` (``<prefix><pid>-<id>``) belongs to a process that no longer runs."""
+    pid = name.removeprefix(prefix).split("-", 1)[0]
+    return name.startswith(prefix) and pid.isdigit() and not Path(f"/proc/{pid}").exists()
+
+
+def _remove_stale_cgroups(root: Path = CGROUP_ROOT) -> None:
     """Remove the cgroup roots of nodes whose process is gone (``tatara-<pid>-<id>``: a run killed before it
     could clean up). Those of running nodes, in this process or another, are left alone."""
-    stale = set()
-    for hierarchy in _hierarchies(unified=True):
-        for path in hierarchy.glob("tatara-*-*"):
-            pid = path.name.split("-")[1]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                stale.add(path.name)
+    stale = {p.name for h in _hierarchies(root, unified=True) for p in h.glob(f"{CGROUP_PREFIX}*-*")
+             if owner_gone(p.name, CGROUP_PREFIX)}
     for name in sorted(stale):
-        _remove_cgroup_tree(name)
+        _remove_cgroup_tree(name, root)
 
 
-def _hierarchies(*, unified: bool = False) -> Iterator[Path]:
-    """The cgroup v1 hierarchies mounted under /sys/fs/cgroup, and with ``unified`` the cgroup2 one of a
-    hybrid host."""
-    for path in sorted(CGROUP_ROOT.iterdir()):
-        if path.is_dir() and (unified or path.name != "unified") and (path / "cgroup.procs").exists():
-            yield path
+def _remove_stale_dirs(parent: Path) -> None:
+    """Remove the run folders (``tatara-node-<pid>-<id>``: containerd's unpacked images among them) of nodes
+    whose process is gone; nothing of theirs is mounted any more (their sandbox ended with them)."""
+    for path in parent.glob(f"{DIR_PREFIX}*-*"):
+        if path.is_dir() and owner_gone(path.name, DIR_PREFIX):
+            shutil.rmtree(path, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def running(plane: LocalControlPlane, **kwargs: Any) -> Iterator[LocalNode]:
-    """``with running(plane) as node:`` — a started :class:`LocalNode`, stopped on exit."""
-    node = LocalNode(plane, **kwargs)
-    try:
-        yield node.start()
-    finally:
-        node.stop()
-
-
-__all__ = ["ControlPlaneError", "LocalNode", "NodeError", "missing_debian_packages", "running"]
+def _hierarchies(root: Path = CGROUP_ROOT, *, unified: bool = False) -> Iterator[Path]:
+    """The cgroup v1 hierarchies mounted under ``root``, and with ``unified`` the cgroup2 one of a hybrid
+    host."""
+    yield from cgroup_v1_hierarchies(root)
+    if unified and (root / "unified" / "cgroup.procs").exists():
+        yield root / "unified"

@@ -7,7 +7,8 @@ sandbox made of fresh namespaces held by one process:
 
 - **mount**: a private namespace (no propagation back to the host) with tmpfs over ``/run`` and ``/var/log``,
   and an overlay over ``/var/lib`` whose upper layer is a tmpfs, so the host's ``/var/lib`` shows through
-  unchanged and every write lands in memory;
+  unchanged and every write lands in memory, with empty tmpfs over ``/var/lib/kubelet`` and ``/var/lib/cni``
+  (a host's own kubelet or CNI state stays hidden);
 - **network**: a namespace with only ``lo`` and the bridge :data:`~tools.controlplane.nodenet.NODE_BRIDGE`
   holding the node IP; the pods' CNI bridge comes later; the ``kubernetes`` Service VIP is DNATed to the API
   server's forward (no kube-proxy); there is no default route, so nothing can leave;
@@ -20,6 +21,9 @@ The holder is started by ``unshare --kill-child`` from a process that dies with 
 the test run or ``tatara up`` (even with SIGKILL) tears the sandbox down.
 Components join it with ``nsenter`` (:meth:`Sandbox.popen`); the host reads their files under
 ``/proc/<holder>/root`` (:meth:`Sandbox.path`).
+
+It keeps runs apart from each other and from the host's paths; it is not a security boundary: the node runs
+as root, and a pod given a hostPath sees the host's file system.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ HIDDEN = (Path("/run"), Path("/var/log"), Path("/var/lib"))
 """What the sandbox mounts over: its own folder must not be under them (the host could not see it)."""
 
 class SandboxError(RuntimeError):
-    """The sandbox could not be set up (the message has the holder's output)."""
+    """The sandbox could not be set up (the message has the holder's output). The node wraps it in its
+    ``NodeError``."""
 
 
 def setup_script(work: Path, pause: Path, ready: Path) -> str:
@@ -68,6 +73,10 @@ def setup_script(work: Path, pause: Path, ready: Path) -> str:
         f"mkdir {shlex.quote(str(upper / 'upper'))} {shlex.quote(str(upper / 'work'))}",
         "mount -t overlay tatara-varlib-overlay -o "
         + shlex.quote(f"lowerdir=/var/lib,upperdir={upper / 'upper'},workdir={upper / 'work'}") + " /var/lib",
+        # the host's own kubelet or CNI state, if it has any, must not show through
+        "mkdir -p /var/lib/kubelet /var/lib/cni",
+        "mount -t tmpfs -o mode=0700 tatara-kubelet /var/lib/kubelet",
+        "mount -t tmpfs -o mode=0755 tatara-cni /var/lib/cni",
         "ip link set lo up",
         f"ip link add {NODE_BRIDGE} type bridge",
         f"ip addr add {NODE_IP}/{node_prefix} dev {NODE_BRIDGE}",
@@ -115,16 +124,20 @@ class Sandbox:
                  "--kill-child=SIGKILL", "sh", "-c", script],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, preexec_fn=die_with_parent())
-        deadline = time.monotonic() + START_TIMEOUT
-        while not ready.exists():
-            if self._unshare.poll() is not None:
-                raise SandboxError(f"the sandbox's holder exited with {self._unshare.returncode}:\n"
-                                   f"{log_tail(self._log)}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise SandboxError(f"the sandbox was not ready after {START_TIMEOUT:.0f} s:\n{log_tail(self._log)}")
-            time.sleep(0.05)
-        self.holder_pid = self._child_of(self._unshare.pid)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT
+            while not ready.exists():
+                if self._unshare.poll() is not None:
+                    raise SandboxError(f"the sandbox's holder exited with {self._unshare.returncode}:\n"
+                                       f"{log_tail(self._log)}")
+                if time.monotonic() > deadline:
+                    raise SandboxError(f"the sandbox was not ready after {START_TIMEOUT:.0f} s:\n"
+                                       f"{log_tail(self._log)}")
+                time.sleep(0.05)
+            self.holder_pid = self._child_of(self._unshare.pid)
+        except BaseException:
+            self.stop()
+            raise
         log.info("sandbox ready (holder pid %d)", self.holder_pid)
         return self
 
@@ -139,6 +152,11 @@ class Sandbox:
     def netns(self) -> Path:
         """The sandbox's network namespace, as a path other processes can open."""
         return Path(f"/proc/{self.holder_pid}/ns/net")
+
+    def namespaces(self) -> dict[str, str]:
+        """The holder's namespaces as the kernel names them (``{"pid": "pid:[4026532…]", …}``): no process of
+        the host is in them once the sandbox has ended."""
+        return {kind: os.readlink(f"/proc/{self.holder_pid}/ns/{kind}") for kind in ("pid", "mnt", "net")}
 
     def path(self, inside: str | Path) -> Path:
         """The host path of ``inside`` (an absolute path as the sandbox sees it)."""
@@ -158,17 +176,6 @@ class Sandbox:
                                     stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None,
                                     start_new_session=True)
 
-    def run(self, args: Sequence[str], timeout: float = 120.0) -> str:
-        """Run ``args`` inside the sandbox to completion; return its stdout.
-
-        Raises:
-            SandboxError: it exited non-zero (the message has its output).
-        """
-        proc = subprocess.run(self.command(args), capture_output=True, text=True, timeout=timeout, check=False)
-        if proc.returncode != 0:
-            raise SandboxError(f"{' '.join(args)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
-        return proc.stdout
-
     def stop(self) -> None:
         """End the holder: the kernel kills everything still in the sandbox and drops its mounts."""
         if self._unshare is None:
@@ -176,6 +183,9 @@ class Sandbox:
         if self.holder_pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.holder_pid, signal.SIGTERM)
+        else:  # not known yet (stopped while starting): unshare's death kills the holder (--kill-child)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._unshare.pid, signal.SIGKILL)
         try:
             self._unshare.wait(10)
         except subprocess.TimeoutExpired:
@@ -184,26 +194,3 @@ class Sandbox:
             self._unshare.wait()
         self._unshare = None
         self.holder_pid = 0
-
-
-def stop_group(proc: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM the process group of ``proc`` (started by :meth:`Sandbox.popen`) and wait until no process of
-    the group is left, SIGKILLing it after ``grace`` seconds. ``nsenter`` exits as soon as it is signalled,
-    so waiting for ``proc`` alone would not wait for the command it started."""
-    pgid = proc.pid
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    killed = False
-    while True:
-        proc.poll()
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            break
-        if not killed and time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-            killed = True
-        time.sleep(0.05)
-    proc.wait()

@@ -1,6 +1,6 @@
 """``tatara up`` with real Flux that cannot be built says so, exits 1 and leaves nothing running (``--fast``: the
 failure is Flux's, the node plays no part). ``make run`` as a user gets it, on the node with real Flux:
-tests/e2e/node/test_up.py."""
+tests/e2e/node_up/test_up.py."""
 
 from __future__ import annotations
 

@@ -13,24 +13,24 @@ their namespace (``tests/e2e/flux`` and ``tatara up`` judge the same objects wit
 
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from shared.kube.client import NAMESPACES, KubeClient
 from tests.support.kube import install_crds, load_yaml_docs, third_party_crds
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
-from tools.controlplane.node import missing_debian_packages
+from tools.controlplane.node import node_prerequisites
 from tools.nats_server import NatsServer
-from tools.node_stack import POOL_RECONCILER, RECONCILER, RELEASE_NAMESPACE, NodeStack, pool_values, reconciler_values
+from tools.node_stack import RECONCILER, RELEASE_NAMESPACE, NodeStack, pool_values, reconciler_values
+from tools.up_node import install_controllers
 
 ROOT = Path(__file__).resolve().parents[3]
 EXPORTS_NAMESPACE = "node-exports"
@@ -65,8 +65,7 @@ class NodeEnv:
 
     def kubectl_run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         """The pinned kubectl's whole result, whatever its exit code."""
-        return subprocess.run([str(self.plane.toolchain.binary("kubectl")), "--kubeconfig", str(self.plane.kubeconfig),
-                               *args], input=stdin, capture_output=True, text=True, check=False, timeout=120)
+        return self.stack.kubectl_run(*args, stdin=stdin)
 
     def values(self, chart: str, **overrides: Any) -> dict[str, Any]:
         """The values the session installed ``chart`` with."""
@@ -78,23 +77,21 @@ class NodeEnv:
 @pytest.fixture(scope="package")
 def node_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeEnv]:
     """Start everything (module docstring); stop it all once the tier's tests are done."""
-    missing = missing_debian_packages()
-    if missing or os.geteuid() != 0:
-        pytest.fail(f"the node tier needs root and the node's Debian packages (missing: {' '.join(missing) or '-'}); "
-                    "`make debian-deps` installs them")
+    problems = node_prerequisites()
+    if problems:
+        pytest.fail(f"the node tier needs {'; '.join(problems)}")
     with LocalControlPlane(for_node=True, work_dir=Path(tmp_path_factory.mktemp("node-plane"))) as plane, \
             NatsServer() as nats:
         receiver_port = free_port()
         assert nats.port is not None
-        with NodeStack(plane, forwards=[nats.port, receiver_port]) as stack:
+        # the node's logs (kubelet, containerd, proxy, every pod's) stay in pytest's temp folder for a failure
+        with NodeStack(plane, forwards=[nats.port, receiver_port],
+                       log_dir=Path(tmp_path_factory.mktemp("node-logs"))) as stack:
             charts = [doc for path in sorted((ROOT / "charts").glob("*/crds/*.yaml")) for doc in load_yaml_docs(path)]
             install_crds(plane.kubeconfig, [*charts, *third_party_crds()])
             env = NodeEnv(plane, stack, nats, receiver_port)
             stack.kubectl("create", "namespace", EXPORTS_NAMESPACE)
-            with ThreadPoolExecutor(max_workers=2) as pool:  # both at once: each waits on its pods' readiness
-                for future in [pool.submit(stack.install, chart, env.values(chart))
-                               for chart in (RECONCILER, POOL_RECONCILER)]:
-                    future.result()
+            anyio.run(install_controllers, stack, [EXPORTS_NAMESPACE])  # the values of NodeEnv.values
             yield env
 
 

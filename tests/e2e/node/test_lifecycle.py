@@ -30,9 +30,12 @@ async def attested(kc: KubeClient, ns: str, names: list[str]) -> dict[str, Any] 
     return phases if all(phases.get(n) == "Attested" for n in names) else None
 
 
-async def new_leader_has_reconciled(kc: KubeClient, old_pods: set[str], count: int) -> str:
+async def new_leader_has_reconciled(kc: KubeClient, old_pods: set[str]) -> str:
     """Wait until the reconciler's Lease is held by a pod not in ``old_pods`` whose Process controller has
-    finished ``count`` reconciles or more (it has re-read every Process); return that pod."""
+    finished as many reconciles as there are Processes in the cluster, or more (a new leader reconciles every
+    Process it lists once); return that pod."""
+    count = len(msgspec.json.decode(await kc.list(PROCESSES))["items"])
+
     async def probe() -> str | None:
         holder = holder_pod(await lease(kc, RECONCILER))
         current = {p["metadata"]["name"] for p in await chart_pods(kc, RECONCILER)}
@@ -69,7 +72,7 @@ async def test_upgrade_and_rollout_restart_rewrite_no_child(node_env: NodeEnv, k
             # 1. helm upgrade with a changed value: a new ReplicaSet, rolled out one pod at a time
             old = {p["metadata"]["name"] for p in await chart_pods(kc, RECONCILER)}
             await anyio.to_thread.run_sync(lambda: node_env.stack.install(RECONCILER, changed, upgrade=True))
-            upgraded = await new_leader_has_reconciled(kc, old, len(NAMES))
+            upgraded = await new_leader_has_reconciled(kc, old)
             # 2. kubectl rollout restart: the pods replaced again, with the same spec
             old = {p["metadata"]["name"] for p in await chart_pods(kc, RECONCILER)}
             assert upgraded in old
@@ -77,7 +80,7 @@ async def test_upgrade_and_rollout_restart_rewrite_no_child(node_env: NodeEnv, k
                 "rollout", "restart", f"deployment/{RECONCILER}", "-n", RELEASE_NAMESPACE))
             await anyio.to_thread.run_sync(lambda: node_env.kubectl(
                 "rollout", "status", f"deployment/{RECONCILER}", "-n", RELEASE_NAMESPACE, "--timeout=180s"))
-            await new_leader_has_reconciled(kc, old, len(NAMES))
+            await new_leader_has_reconciled(kc, old)
             tg.cancel_scope.cancel()
     finally:
         await anyio.to_thread.run_sync(lambda: node_env.stack.install(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import string
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -64,14 +65,40 @@ def test_package_names_are_not_run_together() -> None:
 @pytest.mark.parametrize(
     ("name", "value"),
     [("BASE_SUITE", "trixie"),
-     ("BASE_MIRRORS", ("deb http://snapshot.debian.org/archive/debian/20250101T000000Z bookworm main",)),
-     ("BASE_APT_OPTIONS", ())],
-    ids=["another suite", "another mirror", "other apt options"],
+     ("BASE_MIRRORS", ("deb http://snapshot.debian.org/archive/debian/20250101T000000Z bookworm main",))],
+    ids=["another suite", "another mirror"],
 )
 def test_the_base_key_changes_with_its_sources(monkeypatch: pytest.MonkeyPatch, name: str, value: object) -> None:
     before = base_key()
     monkeypatch.setattr(images, name, value)
     assert base_key() != before
+
+
+@pytest.mark.parametrize("options", [(), ('Acquire::Check-Valid-Until "false"',)], ids=["none", "one"])
+def test_the_base_key_changes_with_the_apt_options(monkeypatch: pytest.MonkeyPatch, options: tuple[str, ...]) -> None:
+    monkeypatch.setattr(images, "apt_options", lambda: ('Acquire::Check-Valid-Until "false"',
+                                                         'Acquire::Check-Date "false"'))
+    before = base_key()
+    monkeypatch.setattr(images, "apt_options", lambda: options)
+    assert base_key() != before
+
+
+@pytest.mark.parametrize(
+    ("dump", "expected"),
+    [('Acquire::Check-Valid-Until "false";\nAcquire::Check-Date "false";\nAPT::Architecture "amd64";\n',
+      ('Acquire::Check-Valid-Until "false"', 'Acquire::Check-Date "false"')),
+     ('Acquire::Check-Valid-Until "true";\nAPT::Architecture "amd64";\n', ()),
+     ("", ())],
+    ids=["a snapshot mirror's host", "dates checked", "no apt config"],
+)
+def test_apt_options_follow_the_hosts_own(monkeypatch: pytest.MonkeyPatch, dump: str,
+                                          expected: tuple[str, ...]) -> None:
+    images.apt_options.cache_clear()
+    monkeypatch.setattr(images.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, dump, ""))
+    try:
+        assert images.apt_options() == expected
+    finally:
+        images.apt_options.cache_clear()
 
 
 # -- the tatara image's build context ------------------------------------------------------------------------

@@ -17,7 +17,6 @@ import yaml
 from tools.controlplane import node
 from tools.controlplane.images import PAUSE_IMAGE
 from tools.controlplane.node import (
-    DEBIAN_PACKAGES,
     cni_config,
     containerd_config,
     kubelet_config,
@@ -156,17 +155,23 @@ def test_the_pods_network_is_one_bridge_with_host_local_ipam_on_the_pod_cidr() -
 # -- missing Debian packages ---------------------------------------------------------------------------------
 
 
+TOOLS = {"iptables", "buildah", "mmdebstrap", "ip", "gcc"}
+FILES = {"runc", "bridge", "libc.a"}
+
+
 @pytest.mark.parametrize(
     ("on_path", "files", "expected"),
     [
-        ({"iptables", "buildah", "mmdebstrap", "ip"}, {"runc", "bridge"}, []),
-        (set(), set(), list(DEBIAN_PACKAGES)),
-        ({"iptables", "buildah", "mmdebstrap", "ip"}, {"bridge"}, ["runc"]),
-        ({"iptables", "buildah", "mmdebstrap", "ip"}, {"runc"}, ["containernetworking-plugins"]),
-        ({"iptables", "mmdebstrap"}, {"runc", "bridge"}, ["buildah", "iproute2"]),
+        (TOOLS, FILES, []),
+        (set(), set(), ["runc", "containernetworking-plugins", "iptables", "iproute2", "buildah", "mmdebstrap",
+                        "gcc", "libc6-dev"]),
+        (TOOLS, FILES - {"runc"}, ["runc"]),
+        (TOOLS, FILES - {"bridge"}, ["containernetworking-plugins"]),
+        (TOOLS - {"buildah", "ip"}, FILES, ["iproute2", "buildah"]),
+        (TOOLS - {"gcc"}, FILES - {"libc.a"}, ["gcc", "libc6-dev"]),
     ],
     ids=["everything installed", "nothing installed", "no runc", "no CNI plugins",
-         "no buildah and no ip (iproute2)"],
+         "no buildah and no ip (iproute2)", "no compiler for pause"],
 )
 def test_missing_debian_packages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, on_path: set[str],
                                  files: set[str], expected: list[str]) -> None:
@@ -177,7 +182,73 @@ def test_missing_debian_packages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     runc = tmp_path / "runc"
     if "runc" in files:
         runc.touch()
+    libc = tmp_path / "lib"
+    (libc / "x86_64-linux-gnu").mkdir(parents=True)
+    if "libc.a" in files:
+        (libc / "x86_64-linux-gnu" / "libc.a").touch()
     monkeypatch.setattr(node, "RUNC", runc)
     monkeypatch.setattr(node, "CNI_BIN_DIR", cni)
+    monkeypatch.setattr(node, "LIBC_DIR", libc)
     monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}" if name in on_path else None)
     assert missing_debian_packages() == expected
+
+
+# -- cgroups: the hierarchies, stale roots of killed runs --------------------------------------------------
+
+
+def _cgroup_tree(root: Path, hierarchies: list[str]) -> None:
+    for name in hierarchies:
+        (root / name).mkdir(parents=True)
+        (root / name / "cgroup.procs").touch()
+
+
+def test_only_mounted_v1_hierarchies_count(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _cgroup_tree(tmp_path, ["cpu", "memory", "unified", "not-mounted"])
+    mounted = {tmp_path / "cpu", tmp_path / "memory", tmp_path / "unified"}
+    monkeypatch.setattr(node.os.path, "ismount", lambda p: Path(p) in mounted)
+    assert node.cgroup_v1_hierarchies(tmp_path) == [tmp_path / "cpu", tmp_path / "memory"]
+
+
+def test_a_cgroup_v2_only_host_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # cgroup v2 alone: /sys/fs/cgroup is the one mount; systemd's slices below it are no hierarchies
+    _cgroup_tree(tmp_path, ["init.scope", "system.slice", "user.slice"])
+    monkeypatch.setattr(node.os.path, "ismount", lambda p: Path(p) == tmp_path)
+    monkeypatch.setattr(node, "missing_debian_packages", lambda: [])
+    monkeypatch.setattr(node.os, "geteuid", lambda: 0)
+    assert node.cgroup_v1_hierarchies(tmp_path) == []
+    (problem,) = node.node_prerequisites(tmp_path)
+    assert "cgroup v2 only is not supported" in problem
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix", "alive", "gone"),
+    [("tatara-123-abcdef", "tatara-", {123}, False),
+     ("tatara-123-abcdef", "tatara-", set(), True),
+     ("tatara-node-77-x1", "tatara-node-", set(), True),
+     ("tatara-cfda498d", "tatara-", set(), False),  # an old-style name holds no PID: left alone
+     ("other-123-abc", "tatara-", set(), False)],
+    ids=["its run is alive", "its run is gone", "a run folder", "no pid in the name", "not ours"],
+)
+def test_owner_gone(monkeypatch: pytest.MonkeyPatch, name: str, prefix: str, alive: set[int], gone: bool) -> None:
+    real = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: (int(p.name) in alive) if str(p).startswith("/proc/")
+                        and p.name.isdigit() else real(p))
+    assert node.owner_gone(name, prefix) is gone
+
+
+def test_stale_cgroup_roots_are_removed_and_live_ones_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _cgroup_tree(tmp_path, ["cpu", "memory", "unified"])
+    monkeypatch.setattr(node.os.path, "ismount", lambda p: Path(p).parent == tmp_path)
+    for hierarchy in ("cpu", "memory", "unified"):
+        (tmp_path / hierarchy / "tatara-111-dead00" / "kubepods" / "besteffort").mkdir(parents=True)
+        (tmp_path / hierarchy / "tatara-222-live00" / "kubepods").mkdir(parents=True)
+    monkeypatch.setattr(node, "owner_gone", lambda name, prefix: "-111-" in name)
+    node._remove_stale_cgroups(tmp_path)
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("*/tatara-*"))
+    assert left == ["cpu/tatara-222-live00", "memory/tatara-222-live00", "unified/tatara-222-live00"]
+
+
+def test_the_makefile_installs_every_package_the_node_needs() -> None:
+    makefile = (Path(__file__).resolve().parents[4] / "Makefile").read_text()
+    (line,) = [line for line in makefile.splitlines() if line.startswith("NODE_PACKAGES :=")]
+    assert set(node.DEBIAN_PACKAGES) <= set(line.split(":=", 1)[1].split())

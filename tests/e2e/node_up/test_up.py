@@ -23,6 +23,22 @@ from tools.controlplane.nodenet import NODE_NAME
 pytestmark = [pytest.mark.flux, pytest.mark.helm]
 
 
+def processes_in(namespaces: set[str]) -> list[str]:
+    """The PIDs of the running processes in any of ``namespaces`` (``pid:[…]``, ``mnt:[…]``, ``net:[…]``)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        for kind in ("pid", "mnt", "net"):
+            try:
+                if os.readlink(proc / "ns" / kind) in namespaces:
+                    found.append(proc.name)
+                    break
+            except OSError:
+                continue
+    return found
+
+
 def test_up_runs_the_product_on_the_node_with_real_flux_and_leaves_nothing() -> None:
     ensure_all_built()  # built here on a clean machine, so the subprocess's timeout covers only the run
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
@@ -76,5 +92,8 @@ def test_up_runs_the_product_on_the_node_with_real_flux_and_leaves_nothing() -> 
     cgroup = summary["node"]["cgroup"]
     assert cgroup.startswith("tatara-")
     assert not list(Path("/sys/fs/cgroup").glob(f"*/{cgroup}")), "the node's cgroups were left behind"
-    mounts = Path("/proc/self/mountinfo").read_text()
-    assert summary["node"]["dir"] not in mounts
+    # no process is left in the sandbox's namespaces (containers and their shims included), so its mounts and
+    # network are gone with them
+    namespaces = summary["node"]["namespaces"]
+    assert sorted(namespaces) == ["mnt", "net", "pid"]
+    assert not processes_in(set(namespaces.values())), "processes outlived the node's sandbox"
