@@ -326,6 +326,19 @@ class LocalNode:
         self._daemons.remove(daemon)
         self._start_containerd(containerd_built().binary.parent)
 
+    def tasks(self) -> dict[str, tuple[int, str]]:
+        """containerd's tasks (the running containers and pod sandboxes): ``{container ID: (pid, status)}``.
+
+        Raises:
+            NodeError: ``ctr`` failed.
+        """
+        out = {}
+        for line in self._ctr("tasks", "list").splitlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 3 and fields[1].isdigit():
+                out[fields[0]] = (int(fields[1]), fields[2])
+        return out
+
     def kill_container(self, container_id: str) -> None:
         """SIGKILL a container's processes (``containerd://<id>`` or ``<id>``), as an OOM kill or a crash would;
         the kubelet restarts it under the pod's restartPolicy.
