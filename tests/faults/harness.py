@@ -1,7 +1,8 @@
 """What the fault tests share: the reconcilers as subprocesses, the workload, and the invariants.
 
 The invariants are read from the API only, once the faults are over and the reconcilers were given a
-deadline to converge (docs/behaviour.md#pids, #pool-membership, #exclusive-claim):
+deadline to converge (docs/behaviour.md#pids, #pool-membership, #exclusive-claim), from one consistent
+view (:func:`converged`: a settled read counts only when a second read finds every object unchanged):
 
 - every Process reached Attested, every allocation Bound, the pool Steady — nothing left stuck;
 - PIDs are unique, and every sequence number a Process holds was handed out by the table (below its
@@ -201,26 +202,54 @@ def sequence(pid: str) -> int:
     return int(pid.rsplit(".", 1)[1])
 
 
+async def snapshot(kc: KubeClient, ns: str) -> dict[str, Any] | None:
+    """The namespace's Processes and allocations (by name) and the pool, read one after the other
+    (three requests, so not one instant); None while the pool does not exist."""
+    procs = {p["metadata"]["name"]: p for p in await items(kc, PROCESSES, ns)}
+    allocs = {a["metadata"]["name"]: a for a in await items(kc, EPHEMERAL_ALLOCATIONS, ns)}
+    try:
+        pool: dict[str, Any] = msgspec.json.decode(
+            await retried(lambda: kc.get(EPHEMERAL_POOLS, "pool", ns), what="the pool"))
+    except NotFound:
+        return None
+    return {"processes": procs, "allocations": allocs, "pool": pool}
+
+
+def settled(state: dict[str, Any], processes: Sequence[str], allocations: Sequence[str]) -> bool:
+    """Every named Process Attested, every allocation Bound, the pool Steady, every member Attested."""
+    procs: dict[str, dict[str, Any]] = state["processes"]
+    allocs: dict[str, dict[str, Any]] = state["allocations"]
+    return (all(procs.get(n, {}).get("status", {}).get("phase") == "Attested" for n in processes)
+            and all(allocs.get(n, {}).get("status", {}).get("phase") == "Bound" for n in allocations)
+            and state["pool"].get("status", {}).get("phase") == "Steady"
+            and all(p.get("status", {}).get("phase") == "Attested" for p in procs.values()))
+
+
+def versions(state: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """``(kind, name) → resourceVersion`` of every object in ``state``."""
+    out = {("Process", n): p["metadata"]["resourceVersion"] for n, p in state["processes"].items()}
+    out |= {("EphemeralAllocation", n): a["metadata"]["resourceVersion"] for n, a in state["allocations"].items()}
+    out[("EphemeralPool", "pool")] = state["pool"]["metadata"]["resourceVersion"]
+    return out
+
+
 async def converged(kc: KubeClient, ns: str, processes: Sequence[str], allocations: Sequence[str]) -> dict[str, Any]:
     """Wait until every named Process is Attested, every allocation Bound and the pool Steady, with every
-    member Attested; return what was read."""
+    member Attested; return what was read, as one consistent view.
+
+    One :func:`snapshot` is three reads at three instants, and the reconcilers may still be writing
+    between them: a bind landing between the Process LIST and the allocation LIST (its claim on the
+    member after the first, its ``Bound`` status before the second — the executor writes them in that
+    order) reads as an allocation Bound to a member that does not carry its claim. So a settled
+    snapshot is taken only when a second one, read right after it, finds the same objects at the same
+    resourceVersions: each object then held its state from its first read to its second, and every
+    first read came before every second one, so there is an instant at which all of them held it."""
     async def probe() -> dict[str, Any] | None:
-        procs = {p["metadata"]["name"]: p for p in await items(kc, PROCESSES, ns)}
-        allocs = {a["metadata"]["name"]: a for a in await items(kc, EPHEMERAL_ALLOCATIONS, ns)}
-        try:
-            pool: dict[str, Any] = msgspec.json.decode(
-                await retried(lambda: kc.get(EPHEMERAL_POOLS, "pool", ns), what="the pool"))
-        except NotFound:
+        first = await snapshot(kc, ns)
+        if first is None or not settled(first, processes, allocations):
             return None
-        if any(procs.get(n, {}).get("status", {}).get("phase") != "Attested" for n in processes):
-            return None
-        if any(allocs.get(n, {}).get("status", {}).get("phase") != "Bound" for n in allocations):
-            return None
-        if pool.get("status", {}).get("phase") != "Steady":
-            return None
-        if any(p.get("status", {}).get("phase") != "Attested" for p in procs.values()):
-            return None
-        return {"processes": procs, "allocations": allocs, "pool": pool}
+        again = await snapshot(kc, ns)
+        return first if again is not None and versions(again) == versions(first) else None
 
     return await wait_for(probe, timeout=CONVERGE, interval=0.5, what="every object in its expected phase")
 
@@ -230,7 +259,6 @@ async def check_invariants(kc: KubeClient, ns: str, processes: Sequence[str], al
     """The module docstring's invariants; ``note`` (the seed and the faults done) prefixes every failure."""
     state = await converged(kc, ns, processes, allocations)
     procs: dict[str, dict[str, Any]] = state["processes"]
-    allocs: dict[str, dict[str, Any]] = state["allocations"]
 
     everyone = await items(kc, PROCESSES, None)
     pids = [p["status"]["pid"] for p in everyone if p.get("status", {}).get("pid")]
@@ -253,13 +281,25 @@ async def check_invariants(kc: KubeClient, ns: str, processes: Sequence[str], al
     assert set(uids) - set(owners) == set(), f"{note}: Processes without their Flux child"
     assert set(owners) - set(uids) == set(), f"{note}: Flux children whose owner is gone"
 
+    check_claims(state, note=note)
+
+
+def check_claims(state: dict[str, Any], *, note: str) -> None:
+    """Each Bound allocation of ``state`` (a :func:`converged` view) names a member that exists, belongs
+    to the pool and carries this allocation's claim; no member is named twice; as many members are
+    claimed as there are allocations."""
+    procs: dict[str, dict[str, Any]] = state["processes"]
+    allocs: dict[str, dict[str, Any]] = state["allocations"]
     assigned = Counter(a["status"]["assignedProcess"]["name"] for a in allocs.values())
     assert [m for m, n in assigned.items() if n > 1] == [], f"{note}: a member bound to two allocations"
     for name, alloc in allocs.items():
-        member = procs.get(alloc["status"]["assignedProcess"]["name"])
+        member_name = alloc["status"]["assignedProcess"]["name"]
+        member = procs.get(member_name)
         assert member is not None, f"{note}: {name} is bound to a Process that does not exist"
         annotations = member["metadata"].get("annotations", {})
         assert annotations.get(ann.POOL) == "pool", f"{note}: {name}'s member is not the pool's"
-        assert annotations.get(ann.ALLOCATION) == name, f"{note}: {name}'s member names another allocation"
+        claim = annotations.get(ann.ALLOCATION)
+        assert claim == name, (f"{note}: {name}'s member {member_name} names another allocation "
+                               f"({ann.ALLOCATION}: {claim!r})")
     holders = [p for p in procs.values() if p["metadata"].get("annotations", {}).get(ann.ALLOCATION)]
     assert len(holders) == len(allocs), f"{note}: members held {len(holders)} ≠ allocations {len(allocs)}"
