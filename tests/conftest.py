@@ -26,9 +26,10 @@ def anyio_backend() -> str:
 def control_plane() -> Iterator[LocalControlPlane]:
     """A started control plane shared by the whole session; stopped (no processes, no files) at the end.
 
-    The binaries are built on first use (``tatara control-plane build`` does it ahead of time).
+    The binaries are built on first use (``tatara control-plane build`` does it ahead of time). The API server
+    keeps an audit log of ServiceAccount requests (tools/controlplane/audit.py), which the RBAC test reads.
     """
-    with LocalControlPlane() as plane:
+    with LocalControlPlane(audit=True) as plane:
         yield plane
 
 

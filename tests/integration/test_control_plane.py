@@ -157,3 +157,48 @@ async def test_garbage_collector_deletes_dependents_of_a_deleted_owner(
         return False
 
     assert await wait_for(dependent_gone, timeout=60, what="garbage collection of the dependent")
+
+
+async def test_the_audit_log_records_service_account_requests_with_their_answers(
+        control_plane: LocalControlPlane, namespace: str, tmp_path: Any) -> None:
+    """With ``audit=True`` (the session's plane) every ServiceAccount request is in the audit log, allowed or
+    refused, with its verb, resource and code; an admin's requests are not."""
+    from shared.kube.client import CONFIG_MAPS, KubeClient
+    from shared.kube.errors import Forbidden
+    from tests.e2e.test_rbac import ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, write_kubeconfig
+    from tools.controlplane.audit import AuditEvent, parse_events, service_account_user
+
+    assert control_plane.audit
+    async with await KubeClient.from_kubeconfig(control_plane.kubeconfig) as admin:
+        await admin.create(CONFIG_MAPS, {"metadata": {"name": "seen"}}, namespace)
+        await admin.create(SERVICE_ACCOUNTS, {"metadata": {"name": "audited"}}, namespace)
+        await admin.create(ROLES, {"metadata": {"name": "audited"}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}, namespace)
+        await admin.create(ROLE_BINDINGS, {"metadata": {"name": "audited"}, "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "audited"},
+            "subjects": [{"kind": "ServiceAccount", "name": "audited", "namespace": namespace}]}, namespace)
+        minted = json.loads(await admin.request(
+            "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/audited/token",
+            body=json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                             "spec": {"expirationSeconds": 600}}).encode()))
+    kubeconfig = write_kubeconfig(control_plane.kubeconfig, minted["status"]["token"], tmp_path / "kubeconfig")
+    async with await KubeClient.from_kubeconfig(kubeconfig) as sa:
+        await sa.get(CONFIG_MAPS, "seen", namespace)
+        with pytest.raises(Forbidden):
+            await sa.list(CONFIG_MAPS, namespace)
+    user = service_account_user(namespace, "audited")
+
+    def ours() -> list[AuditEvent]:
+        return [e for e in parse_events(control_plane.audit_log.read_text().splitlines()) if e.user == user]
+
+    async def both() -> list[AuditEvent] | None:
+        found = ours()
+        return found if len(found) >= 2 else None
+
+    events = await wait_for(both, timeout=30, what="the ServiceAccount's two requests in the audit log")
+    got = [(e.verb, e.api_group, e.resource, e.namespace, e.name, e.code, e.decision) for e in events]
+    assert got == [("get", "", "configmaps", namespace, "seen", 200, "allow"),
+                   ("list", "", "configmaps", namespace, "", 403, "forbid")]
+    admin_lines = [e for e in parse_events(control_plane.audit_log.read_text().splitlines())
+                   if e.namespace == namespace and not e.user.startswith("system:serviceaccount:")]
+    assert admin_lines == []

@@ -17,6 +17,11 @@ kube-controller-manager controllers workloads need (:data:`NODE_CONTROLLERS`), k
 certificate that also names the ``kubernetes`` Service VIP and the node's forward, a client certificate for
 the kubelet API, and an egress selector that dials nodes and pods through the node's proxy (a UNIX socket,
 :attr:`LocalControlPlane.egress_socket`).
+
+With ``audit=True`` kube-apiserver also writes an audit log (:attr:`LocalControlPlane.audit_log`, JSON lines,
+:mod:`tools.controlplane.audit`) of the requests ServiceAccounts make, at the ``Metadata`` level: who, which verb
+on which resource, and the answer's code. Off by default; on, it costs one line per ServiceAccount request (an
+admin's or a controller's client certificate is never logged).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from tools.controlplane.audit import SERVICE_ACCOUNT_POLICY
 from tools.controlplane.build import Toolchain
 from tools.controlplane.nodenet import API_SERVER_SANS, SERVICE_CIDR
 from tools.controlplane.pki import CertificateAuthority, KeyPair, service_account_signing_key
@@ -119,12 +125,14 @@ class LocalControlPlane:
         controller_manager: also run kube-controller-manager (GC, namespaces, SAs).
         work_dir: parent for the temp directory (default: the system temp dir).
         for_node: configure a cluster a kubelet can join, and run kube-scheduler (module docstring).
+        audit: write the audit log of ServiceAccount requests to :attr:`audit_log` (module docstring).
     """
 
     toolchain: Toolchain = field(default_factory=Toolchain.default)
     controller_manager: bool = True
     work_dir: Path | None = None
     for_node: bool = False
+    audit: bool = False
     server: str = ""
     etcd_url: str = ""
     dir: Path = field(default=Path())
@@ -137,6 +145,12 @@ class LocalControlPlane:
     def kubeconfig(self) -> Path:
         """The admin kubeconfig written at start."""
         return self.dir / "kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        """The audit log (JSON lines; written only with ``audit=True``, appended to across
+        :meth:`restart_apiserver`)."""
+        return self.dir / "audit.log"
 
     @property
     def ca_file(self) -> Path:
@@ -312,6 +326,7 @@ class LocalControlPlane:
                 "--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount"]),
             "--advertise-address=127.0.0.1",
             "--endpoint-reconciler-type=none",
+            *(self._audit_flags() if self.audit else []),
             "-v=1",
         ])
         ssl_ctx = self._admin_ssl()
@@ -339,6 +354,14 @@ class LocalControlPlane:
             self._wait(kcm, lambda: http_ok(f"https://127.0.0.1:{kcm_port}/healthz", _self_signed()))
         if self.for_node:
             self._start_scheduler(ca)
+
+    def _audit_flags(self) -> list[str]:
+        """kube-apiserver's flags for the audit log: the policy file and a JSON log written as each request
+        ends (``blocking``: written synchronously, in the request's own handler)."""
+        policy = self.dir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(SERVICE_ACCOUNT_POLICY))
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
+                "--audit-log-mode=blocking"]
 
     def _node_apiserver_flags(self) -> list[str]:
         """kube-apiserver's flags for a cluster with a node: admission, authorization, the kubelet client
