@@ -31,6 +31,8 @@ _SECONDS: dict[str, Any] = {"type": "number", "exclusiveMinimum": 0}
 _DURATION: dict[str, Any] = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
 _NAME: dict[str, Any] = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}
 _NS: dict[str, Any] = {"type": "string", "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", "maxLength": 63}
+_NAMESPACES: dict[str, Any] = {"type": "array", "uniqueItems": True, "items": {**_NS, "minLength": 1}}
+"""A list of namespace names (each given RoleBindings)."""
 
 
 def _closed(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -78,7 +80,8 @@ def common_properties(lease_name: str) -> dict[str, Any]:
         "serviceAccount": _closed({
             "create": _BOOL, "name": _STR, "annotations": _STR_MAP, "automountServiceAccountToken": _BOOL,
         }),
-        "rbac": _closed({"create": _BOOL, "extraRules": {"type": "array", "items": _k8s("policyRule")}}),
+        "rbac": _closed({"create": _BOOL, "extraRules": {"type": "array", "items": _k8s("policyRule")},
+                         "jobNamespaces": _NAMESPACES}),
         "resources": _k8s("resources"),
         "podSecurityContext": _k8s("podSecurityContext"),
         "securityContext": _k8s("securityContext"),
@@ -134,7 +137,7 @@ RECONCILER_CONFIG: dict[str, Any] = _closed({
 
 EXPORT_WORKER: dict[str, Any] = _closed({
     "clusterRole": _BOOL,
-    "namespaces": {"type": "array", "uniqueItems": True, "items": {**_NS, "minLength": 1}},
+    "namespaces": _NAMESPACES,
 })
 """The export worker's RBAC (tatara-reconciler chart only): its ClusterRole, and the namespaces that get its
 ServiceAccount and a RoleBinding."""

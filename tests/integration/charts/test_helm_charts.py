@@ -97,7 +97,10 @@ def test_lint_and_template(helm: Path, chart: str, all_on: bool, tmp_path: Path)
     assert "0 chart(s) failed" in lint.stdout
     objects = _render(helm, chart, *extra)
     optional = {"ServiceMonitor", "PodDisruptionBudget", "ConfigMap", "PrometheusRule"}
-    assert set(objects) == (BASE_KINDS | optional if all_on else BASE_KINDS)
+    expected = BASE_KINDS | optional if all_on else BASE_KINDS
+    if all_on and chart == "tatara-pool-reconciler":
+        expected = expected - {"ClusterRoleBinding"}  # watchNamespace, and nothing cluster-scoped to bind
+    assert set(objects) == expected
     role = objects["Role"]
     assert role["metadata"]["namespace"] == ("kube-system" if all_on else "tatara-system")
     if all_on:
@@ -148,24 +151,94 @@ def test_default_deployment(helm: Path, chart: str) -> None:
     assert service["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
 
 
+def _controller_rbac(helm: Path, chart: str, *sets: str) -> list[dict[str, Any]]:
+    """The controller's RBAC objects (not the export worker's) rendered with ``--set`` of each of ``sets``."""
+    args = [a for v in sets for a in ("--set", v)]
+    return [d for d in _render_all(helm, chart, *args) if not _export_worker(d)
+            and d["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")]
+
+
+def _rules_by_binding(docs: list[dict[str, Any]]) -> dict[tuple[str, str | None, str], list[dict[str, Any]]]:
+    """``(binding kind, its namespace, role name) → the bound role's rules``, for every binding in ``docs``."""
+    roles = {(d["kind"], d["metadata"]["name"]): d.get("rules", []) for d in docs if d["kind"].endswith("Role")}
+    return {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]):
+            roles[(b["roleRef"]["kind"], b["roleRef"]["name"])] for b in docs if b["kind"].endswith("Binding")}
+
+
+def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule.get("apiGroups", []) for r in rule.get("resources", [])
+            for v in rule["verbs"]}
+
+
 @pytest.mark.parametrize("chart", CHARTS)
 def test_rbac_is_least_privilege(helm: Path, chart: str) -> None:
-    objects = _render(helm, chart)
-    for rule in objects["ClusterRole"]["rules"] + objects["Role"]["rules"]:
+    docs = _controller_rbac(helm, chart)
+    roles = [d for d in docs if d["kind"] in ("ClusterRole", "Role")]
+    for rule in (rule for role in roles for rule in role["rules"]):
         assert "*" not in rule["verbs"], rule
         assert "*" not in rule.get("resources", []), rule
         assert "*" not in rule.get("apiGroups", []), rule
-        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
-    resources = {r for rule in objects["ClusterRole"]["rules"] for r in rule.get("resources", [])}
-    assert "leases" not in resources, "the Lease belongs in the namespaced Role"
-    assert "secrets" not in resources
-    (lease_rule, named_rule) = objects["Role"]["rules"]
+        assert not {"escalate", "bind", "impersonate", "update"} & set(rule["verbs"]) or rule.get("resourceNames"), rule
+    cluster = {g for role in roles if role["kind"] == "ClusterRole" for g in _grants(role["rules"])}
+    assert not {r for _, r, _ in cluster} & {"leases", "secrets"}, "the Lease belongs in the namespaced Role"
+    makes_processes = ("tatara.pleme.io", "processes", "create") in cluster
+    assert makes_processes is (chart == "tatara-pool-reconciler"), "only the pool reconciler makes Processes"
+    (lease,) = [d for d in docs if d["kind"] == "Role"]
+    (lease_rule, named_rule) = lease["rules"]
     assert lease_rule["verbs"] == ["create"]
     assert named_rule["resourceNames"] == [chart]
     assert named_rule["verbs"] == ["get", "update"]
-    subject = objects["ClusterRoleBinding"]["subjects"][0]
-    assert subject == {"kind": "ServiceAccount", "name": objects["ServiceAccount"]["metadata"]["name"],
-                       "namespace": "tatara-system"}
+    for binding in (d for d in docs if d["kind"].endswith("Binding")):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"rel-{chart}", "namespace": "tatara-system"}]
+
+
+JOB_RULES = {"tatara-reconciler": {("batch", "jobs", "create"), ("batch", "jobs", "patch"), ("batch", "jobs", "get"),
+                                   ("", "configmaps", "get")},
+             "tatara-pool-reconciler": {("batch", "jobs", "create"), ("batch", "jobs", "patch")}}
+"""What ``<fullname>-jobs`` grants: export Jobs and the reads of JobAttested / receipts; reset Jobs."""
+
+
+@pytest.mark.parametrize(("sets", "reconciler_namespaces", "pool_namespaces"), [
+    ((), [], []),
+    (("watchNamespace=team-a",), ["team-a"], ["team-a"]),
+    (("exportWorker.namespaces={a,b}", "rbac.jobNamespaces={c,a}"), ["a", "b", "c"], ["a", "c"]),
+    (("watchNamespace=w", "exportWorker.namespaces={a}", "rbac.jobNamespaces={c}"), ["c", "w"], ["c", "w"]),
+], ids=["defaults", "watch-namespace", "listed-namespaces", "watch-and-listed"])
+@pytest.mark.parametrize("chart", CHARTS)
+def test_jobs_and_configmaps_are_granted_per_namespace_only(
+        helm: Path, chart: str, sets: tuple[str, ...], reconciler_namespaces: list[str],
+        pool_namespaces: list[str]) -> None:
+    """Jobs ``create``/``patch``/``get`` and ConfigMaps ``get`` are never bound cluster-wide, only by RoleBindings
+    in the namespaces that run export or reset Jobs (the pool chart has no exportWorker values)."""
+    if chart == "tatara-pool-reconciler":
+        sets = tuple(s for s in sets if not s.startswith("exportWorker."))
+    bound = _rules_by_binding(_controller_rbac(helm, chart, *sets))
+    for (kind, _, role), rules in bound.items():
+        if kind == "ClusterRoleBinding":
+            assert not _grants(rules) & JOB_RULES["tatara-reconciler"], (role, rules)
+    jobs_role = f"rel-{chart}-jobs"
+    namespaces = sorted(ns or "" for (kind, ns, role) in bound if role == jobs_role)
+    assert namespaces == (reconciler_namespaces if chart == "tatara-reconciler" else pool_namespaces)
+    for (_, _, role), rules in bound.items():
+        if role == jobs_role:
+            assert _grants(rules) == JOB_RULES[chart]
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_watch_namespace_renders_namespaced_bindings_only(helm: Path, chart: str) -> None:
+    everywhere = _rules_by_binding(_controller_rbac(helm, chart))
+    one = _rules_by_binding(_controller_rbac(helm, chart, "watchNamespace=team-a"))
+    cluster_wide = sorted(role for (kind, _, role) in one if kind == "ClusterRoleBinding")
+    # Only what is cluster-scoped by nature: the ProcessTable, its claims' holders, discovery.
+    assert cluster_wide == ([f"rel-{chart}-cluster"] if chart == "tatara-reconciler" else [])
+    if chart == "tatara-reconciler":
+        assert _grants(one[("ClusterRoleBinding", None, f"rel-{chart}-cluster")]) == {
+            ("tatara.pleme.io", "processtables", v) for v in ("get", "list", "watch", "create", "patch")} | {
+            ("tatara.pleme.io", "processtables/status", "patch"), ("tatara.pleme.io", "processes", "get"),
+            ("tatara.pleme.io", "processes", "list")}
+    # The watched namespace gets what every namespace gets otherwise: the rules the e2e run exercises.
+    assert one[("RoleBinding", "team-a", f"rel-{chart}")] == everywhere[("ClusterRoleBinding", None, f"rel-{chart}")]
+    assert ("RoleBinding", "team-a", f"rel-{chart}-jobs") in one
 
 
 def test_the_export_worker_gets_exactly_its_calls_bound_in_the_listed_namespaces(helm: Path) -> None:

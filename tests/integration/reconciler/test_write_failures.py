@@ -31,10 +31,15 @@ RULES = Path(__file__).resolve().parents[3] / "charts" / "tatara-reconciler" / "
 
 
 def chart_rules(*, write_kustomizations: bool) -> list[dict[str, Any]]:
-    """The chart's ClusterRole rules (``tatara.rules``), Kustomizations read-only unless ``write_kustomizations``."""
-    body = re.search(r'define "tatara.rules" -}}\n(.*?)\{\{- end', RULES.read_text(), re.S)
-    assert body is not None
-    rules: list[dict[str, Any]] = yaml.safe_load(body.group(1))
+    """The chart's rules (``tatara.rules``, ``tatara.clusterRules`` outside its ``if`` blocks, ``tatara.jobRules``)
+    in one ClusterRole, Kustomizations read-only unless ``write_kustomizations``."""
+    rules: list[dict[str, Any]] = []
+    for define in ("tatara.rules", "tatara.clusterRules", "tatara.jobRules"):
+        body = re.search(rf'define "{re.escape(define)}" -}}}}\n(.*?)\n{{{{- end }}}}\n(?:\n|$)', RULES.read_text(),
+                         re.S)
+        assert body is not None, define
+        plain = re.sub(r"\{\{- if .*?\{\{- end \}\}\n?", "", body.group(1), flags=re.S)
+        rules += yaml.safe_load(plain)
     if not write_kustomizations:
         for rule in rules:
             if rule.get("resources") == ["kustomizations"]:
