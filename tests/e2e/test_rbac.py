@@ -1,8 +1,16 @@
-"""RBAC proven, not assumed: both binaries run as local processes with bearer tokens of
-the charts' ServiceAccounts — only the RBAC objects ``helm template`` renders grant them anything — and
-complete a Process lifecycle (flux intent → Attested → deleted, finalizer released), an ephemeral
-Process's export Job in Releasing, and a pool
-fill / bind / release / teardown. Any 403 in either binary's log fails the test with the forbidden lines."""
+"""RBAC proven, not assumed: both binaries run as local processes with bearer tokens of the charts'
+ServiceAccounts, the export Jobs' worker runs under the token of the chart's export-worker ServiceAccount (the
+Job runner stand-in), and only the RBAC objects ``helm template`` renders (``watchNamespace`` set: namespaced
+bindings) grant them anything. They go through the examples: a flux intent → Attested → deleted; a routed
+Process claiming its stable name (Ingress, DNSEndpoint, ProcessTable claims); the closed-loop example, whose
+boundary conditions read a Job and a receipt ConfigMap, with the observability example's Kustomization and
+HelmRelease conditions; the exports example shipping through the real worker; a pool fill / bind / release /
+teardown, and a Reset pool's reset Job.
+
+Then the API server's audit log of the run (tools/controlplane/audit.py) is read: a request RBAC refused, or a
+grant of the rendered charts no request used, fails the test, except the grants :data:`UNEXERCISED` names with
+the code path that needs them, which each chart's README documents too. Any 403 in a binary's log fails the test
+at once with the forbidden lines."""
 
 from __future__ import annotations
 
@@ -24,16 +32,28 @@ import msgspec
 import pytest
 import yaml
 
-from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
-from shared.kube.client import KubeClient, Resource
+from shared.domain.api.table import PROCESS_TABLE_NAME
+from shared.domain.resources import (
+    DNS_ENDPOINTS,
+    EPHEMERAL_ALLOCATIONS,
+    EPHEMERAL_POOLS,
+    INGRESSES,
+    JOBS,
+    PROCESS_TABLES,
+    PROCESSES,
+)
+from shared.kube.client import CONFIG_MAPS, KubeClient, Resource
 from shared.kube.errors import Forbidden, NotFound
 from tests.support.jobs import finish_job
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
+from tools.controlplane.audit import Grant, denied, grants_of, parse_events, service_account_user, unexercised
 from tools.controlplane.cluster import free_port
 from tools.crds import all_crds, install_crds
 from tools.processes import stop_process_groups
 from tools.standins.flux import FluxStandIn
+from tools.standins.jobs import JobRunnerStandIn
+from tools.up_exports import export_worker_command
 
 pytestmark = pytest.mark.anyio
 
@@ -61,18 +81,57 @@ async def admin(control_plane: LocalControlPlane) -> AsyncIterator[KubeClient]:
         yield kc
 
 
-def render(helm: Path, chart: str, release: str, namespace: str) -> list[dict[str, Any]]:
-    """``helm template`` of ``chart`` with default values."""
-    proc = subprocess.run([str(helm), "template", release, str(ROOT / "charts" / chart), "--namespace", namespace],
+WORKER_IMAGE = "localhost/tatara-export-worker:rbac"
+"""``config.exportWorkerImage``: the Job runner stand-in runs the local ``tatara-export-worker`` for it."""
+WORKER_ACCOUNT = "tatara-export-worker"
+"""The chart's ``config.exportWorkerServiceAccount`` default (charts/tatara-reconciler/values.yaml)."""
+LB = "lb.example.test"
+"""``config.dnsLbTarget``: set, so routed Processes render DNSEndpoints."""
+
+Key = tuple[str, str, str, str, str]
+"""``(chart or "export-worker", "cluster" | "namespace", API group, resource or URL, verb)`` of a grant."""
+
+UNEXERCISED: dict[Key, str] = {
+    ("tatara-reconciler", "namespace", "tatara.pleme.io", "processes", "get"): "shared/kube/finalizer.py",
+    ("tatara-reconciler", "cluster", "tatara.pleme.io", "processes", "get"): "reconciler/table.py",
+    ("tatara-reconciler", "namespace", "", "events", "patch"): "shared/kube/events.py",
+    ("tatara-pool-reconciler", "namespace", "tatara.pleme.io", "ephemeralpools", "get"): "shared/kube/finalizer.py",
+    ("tatara-pool-reconciler", "namespace", "", "events", "patch"): "shared/kube/events.py",
+    ("export-worker", "namespace", "", "events", "patch"): "shared/kube/events.py",
+}
+"""Grants this run does not reach, each with the code path that needs it (also in the chart's README "RBAC"):
+a re-read after a 409, a claim held in another namespace, a repeated Event."""
+
+
+def render(helm: Path, chart: str, release: str, namespace: str, *sets: str) -> list[dict[str, Any]]:
+    """``helm template`` of ``chart`` with ``--set`` of each of ``sets``."""
+    proc = subprocess.run([str(helm), "template", release, str(ROOT / "charts" / chart), "--namespace", namespace,
+                           *(a for v in sets for a in ("--set", v))],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, f"helm template {chart} failed:\n{proc.stderr}"
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+def chart_values(chart: str, namespace: str) -> list[str]:
+    """Every namespace-scoped setting on: ``watchNamespace``, and for the Process reconciler the export worker's
+    namespace, its image and a DNS target (so DNSEndpoints are rendered)."""
+    common = [f"watchNamespace={namespace}"]
+    if chart == "tatara-reconciler":
+        return [*common, f"exportWorker.namespaces={{{namespace}}}", f"config.exportWorkerImage={WORKER_IMAGE}",
+                f"config.dnsLbTarget={LB}"]
+    return common
 
 
 def container_args(docs: list[dict[str, Any]]) -> list[str]:
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     return list(container["args"])
+
+
+def controller_account(docs: list[dict[str, Any]]) -> str:
+    (sa,) = [d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"
+             and d["metadata"]["labels"]["app.kubernetes.io/component"] == "controller"]
+    return str(sa)
 
 
 def write_kubeconfig(admin_kubeconfig: Path, token: str, path: Path) -> Path:
@@ -148,7 +207,7 @@ async def until(running: list[Binary], probe: Callable[[], Awaitable[T | None]],
         raise AssertionError(f"{err}\n{report(running)}") from None
 
 
-async def read(kc: KubeClient, resource: Resource, name: str, ns: str) -> dict[str, Any] | None:
+async def read(kc: KubeClient, resource: Resource, name: str, ns: str | None) -> dict[str, Any] | None:
     try:
         result: dict[str, Any] = msgspec.json.decode(await kc.get(resource, name, ns))
     except NotFound:
@@ -157,6 +216,7 @@ async def read(kc: KubeClient, resource: Resource, name: str, ns: str) -> dict[s
 
 
 def example(path: str, kind: str, namespace: str) -> dict[str, Any]:
+    doc: dict[str, Any]
     (doc,) = [d for d in yaml.safe_load_all((ROOT / "examples" / path).read_text()) if d and d["kind"] == kind]
     doc["metadata"]["namespace"] = namespace
     doc["metadata"].pop("annotations", None)
@@ -165,23 +225,54 @@ def example(path: str, kind: str, namespace: str) -> dict[str, Any]:
     return doc
 
 
-async def test_both_binaries_complete_their_lifecycles_with_only_the_charts_rbac(
+def examples_of(path: str, kind: str, namespace: str) -> list[dict[str, Any]]:
+    """Every ``kind`` document of ``examples/<path>``, moved to ``namespace`` (annotations naming a Process by
+    ``<namespace>/<name>`` follow it)."""
+    docs = [d for d in yaml.safe_load_all((ROOT / "examples" / path).read_text()) if d and d["kind"] == kind]
+    for doc in docs:
+        old = doc["metadata"].get("namespace", "default")
+        doc["metadata"]["namespace"] = namespace
+        annotations = doc["metadata"].get("annotations") or {}
+        for key, value in annotations.items():
+            if isinstance(value, str) and value.startswith(f"{old}/"):
+                annotations[key] = f"{namespace}/{value.removeprefix(f'{old}/')}"
+    return docs
+
+
+def grant_key(grant: Grant, roles: dict[str, str]) -> Key:
+    return (roles[grant.user], "cluster" if grant.namespace is None else "namespace", grant.api_group,
+            grant.url or grant.resource, grant.verb)
+
+
+async def test_every_grant_is_used_and_none_refused_through_the_examples(
     control_plane: LocalControlPlane, helm: Path, admin: KubeClient, namespace: str, tmp_path: Path
 ) -> None:
+    assert control_plane.audit, "the session's control plane keeps an audit log (tests/conftest.py)"
     await install_crds(admin, all_crds())
+    # A ProcessTable left by an earlier test is not created again (and the reconciler needs no create then).
+    table_existed = await read(admin, PROCESS_TABLES, PROCESS_TABLE_NAME, None) is not None
     release = f"rbac-{uuid.uuid4().hex[:6]}"
     created: list[tuple[Resource, str, str | None]] = []
     specs: list[tuple[str, list[str], Path]] = []
+    rendered: list[dict[str, Any]] = []
+    roles = {service_account_user(namespace, WORKER_ACCOUNT): "export-worker"}
     try:
         for chart in MODULES:
-            docs = render(helm, chart, release, namespace)
+            docs = render(helm, chart, release, namespace, *chart_values(chart, namespace))
+            rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
+            # watchNamespace: namespaced bindings only, but for what is cluster-scoped by nature.
+            cluster_bindings = [d["metadata"]["name"] for d in rbac if d["kind"] == "ClusterRoleBinding"]
+            fullname = f"{release}-{chart}"
+            assert cluster_bindings == ([f"{fullname}-cluster"] if chart == "tatara-reconciler" else [])
+            rendered += rbac
             for kind, resource in RBAC_KINDS.items():
-                for doc in (d for d in docs if d["kind"] == kind):
+                for doc in (d for d in rbac if d["kind"] == kind):
                     ns = namespace if resource.namespaced else None
                     assert not resource.namespaced or doc["metadata"]["namespace"] == namespace
                     await admin.create(resource, doc, ns)
                     created.append((resource, doc["metadata"]["name"], ns))
-            (sa,) = [d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"]
+            sa = controller_account(docs)
+            roles[service_account_user(namespace, sa)] = chart
             minted = msgspec.json.decode(await admin.request(
                 "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{sa}/token",
                 body=json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
@@ -192,16 +283,19 @@ async def test_both_binaries_complete_their_lifecycles_with_only_the_charts_rbac
             async with await KubeClient.from_kubeconfig(kubeconfig) as as_sa:
                 with pytest.raises(Forbidden, match=f"system:serviceaccount:{namespace}:{sa}"):
                     await as_sa.list(SECRETS, namespace)
-            args = [a for a in container_args(docs)
-                    if not a.startswith(("--health-addr=", "--watch-namespace="))]
+            args = [a for a in container_args(docs) if not a.startswith("--health-addr=")]
             assert "--leader-elect=true" in args, args
             assert f"--leader-election-namespace={namespace}" in args, args
-            specs.append((chart, [*args, f"--health-addr=127.0.0.1:{free_port()}",
-                                  f"--watch-namespace={namespace}"], kubeconfig))
+            assert f"--watch-namespace={namespace}" in args, args
+            specs.append((chart, [*args, f"--health-addr=127.0.0.1:{free_port()}"], kubeconfig))
 
+        runner = JobRunnerStandIn(admin, server=control_plane.server, ca_file=control_plane.ca_file,
+                                  logs=tmp_path / "jobs", entrypoints={WORKER_IMAGE: export_worker_command()},
+                                  namespace=namespace, retry_base=0.2)
         with binaries(specs, tmp_path) as running:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(FluxStandIn(admin, namespace=namespace).run)
+                tg.start_soon(runner.run)
                 await lifecycles(admin, namespace, running)
                 tg.cancel_scope.cancel()
             assert all(b.proc.poll() is None for b in running), report(running)
@@ -214,6 +308,39 @@ async def test_both_binaries_complete_their_lifecycles_with_only_the_charts_rbac
                 with suppress(NotFound):
                     await admin.delete(resource, name, ns)
 
+    events = [e for e in parse_events(control_plane.audit_log.read_text().splitlines()) if e.user in roles]
+    refused = [(e.user, e.verb, e.resource, e.namespace) for e in denied(events, roles)]
+    # Exactly the Secrets probe above, one per controller: the log shows refusals, and there was no other.
+    probes = [(user, "list", "secrets", namespace) for user, who in roles.items() if who in MODULES]
+    assert sorted(refused) == sorted(probes), "refused:\n" + "\n".join(map(str, refused))
+    grants = [g for g in grants_of(rendered) if g.user in roles]
+    assert {g.user for g in grants} == set(roles), "each ServiceAccount is granted something"
+    expected_idle = dict(UNEXERCISED)
+    if table_existed:  # made on a first start only (reconciler/table.py TableKeeper.read_document)
+        for resource, verb in (("processtables", "create"), ("processes", "list")):
+            expected_idle[("tatara-reconciler", "cluster", "tatara.pleme.io", resource, verb)] = "reconciler/table.py"
+    keys = {grant_key(g, roles) for g in grants}
+    assert sorted(set(expected_idle) - keys) == [], "UNEXERCISED names grants the charts no longer give"
+    idle = [g for g in unexercised(grants, events) if grant_key(g, roles) not in expected_idle]
+    assert not idle, "granted, never used:\n" + "\n".join(f"{roles[g.user]}: {g.describe()}" for g in idle)
+
+
+def test_the_unexercised_grants_are_documented_with_their_code_paths() -> None:
+    """Each grant :data:`UNEXERCISED` excuses is in its chart's README "RBAC" section, in a list item naming the
+    code path that needs it."""
+    for (who, _, _, resource, verb), path in UNEXERCISED.items():
+        chart = "tatara-reconciler" if who == "export-worker" else who
+        readme = (ROOT / "charts" / chart / "README.md").read_text()
+        section = readme[readme.index("## RBAC"):]
+        items = [" ".join(item.split()) for item in re.split(r"\n(?=- )", section[:section.index("\n## ")])]
+        assert any(item.startswith("- ") and resource in item.lower() and f"`{verb}`" in item and path in item
+                   for item in items), (who, resource, verb, path)
+
+
+def is_true(obj: dict[str, Any] | None, condition: str) -> bool:
+    return any(c.get("type") == condition and c.get("status") == "True"
+               for c in ((obj or {}).get("status") or {}).get("conditions") or [])
+
 
 async def lifecycles(kc: KubeClient, ns: str, running: list[Binary]) -> None:
     # Both hold their Lease (in the release namespace, as the charts configure) before anything is created.
@@ -224,69 +351,139 @@ async def lifecycles(kc: KubeClient, ns: str, running: list[Binary]) -> None:
 
         await until(running, leased, f"{name} to hold its Lease")
 
+    async def gone(resource: Resource, name: str) -> None:
+        async def absent() -> bool:
+            return await read(kc, resource, name, ns) is None
+
+        await until(running, absent, f"{resource.kind} {name} deleted")
+
     # Process: flux intent → Attested; deleted, its finalizer released by the reconciler.
     process = example("flux-intent.yaml", "Process", ns)
     await kc.create(PROCESSES, process, ns)
 
-    async def attested() -> bool:
-        obj = await read(kc, PROCESSES, "podinfo", ns)
+    async def attested(name: str = "podinfo") -> bool:
+        obj = await read(kc, PROCESSES, name, ns)
         return bool(obj and (obj.get("status") or {}).get("phase") == "Attested")
 
     await until(running, attested, "Process podinfo Attested")
     assert (await read(kc, PROCESSES, "podinfo", ns) or {})["metadata"].get("finalizers")
     await kc.delete(PROCESSES, "podinfo", ns)
+    await gone(PROCESSES, "podinfo")
 
-    async def process_gone() -> bool:
-        return await read(kc, PROCESSES, "podinfo", ns) is None
+    # Routed: an Ingress and a DNSEndpoint, and the stable name claimed in the ProcessTable; deleted with it.
+    routed = example("flux-intent.yaml", "Process", ns)
+    routed["metadata"]["name"] = "routed"
+    routed["spec"]["routing"] = {"hostnames": [{"app": f"rbac-{ns}", "instance": "routed"}],
+                                 "backend": {"service": "svc", "port": 80}, "stableNameClaim": True}
+    await kc.create(PROCESSES, routed, ns)
 
-    await until(running, process_gone, "Process podinfo deleted (finalizer released)")
+    async def claimed() -> bool:
+        obj = await read(kc, PROCESSES, "routed", ns)
+        if not is_true(obj, "StableName"):
+            return False
+        ingresses = msgspec.json.decode(await kc.list(INGRESSES, ns))["items"]
+        endpoints = msgspec.json.decode(await kc.list(DNS_ENDPOINTS, ns))["items"]
+        return len(ingresses) == len(endpoints) == 2  # the instance's and the stable name's
 
-    # An ephemeral Process with an export: Releasing applies the export Job and watches it (the test
-    # finishes it as the Job controller would), then the Process is torn down.
-    exporter = example("flux-intent.yaml", "Process", ns)
-    exporter["metadata"]["name"] = "exporter"
-    exporter["spec"]["lifetime"] = {"ephemeral": {"teardownPolicy": "Always", "maxConcurrent": 0, "exports": [
-        {"source": {"runMarker": {}}, "channel": {"stdout": {}}}]}}
+    await until(running, claimed, "Process routed holding its stable name, with two Ingresses and DNSEndpoints")
+    await kc.delete(PROCESSES, "routed", ns)
+    await gone(PROCESSES, "routed")
+
+    # The closed-loop example (aplicacao: OCIRepository + HelmRelease); its ClosedLoopAuth condition reads a
+    # probe Job and its receipt ConfigMap, and the observability example's conditions read a Kustomization and a
+    # HelmRelease it does not own. None exists, so it stays Running; each read is made all the same.
+    (checker,) = examples_of("upstream/closed-loop-ephemeral.yaml", "Process", ns)
+    checker["metadata"].pop("annotations", None)
+    checker["spec"]["intent"]["aplicacao"]["targetNamespace"] = ns
+    (observability,) = examples_of("upstream/observability-stack.yaml", "Process", ns)
+    flux_conditions = [c for c in observability["spec"]["boundary"]["postconditions"]
+                       if c["kind"] in ("KustomizationHealthy", "HelmReleaseReleased")]
+    assert len(flux_conditions) == 2
+    post = checker["spec"]["boundary"]["postconditions"] = [*checker["spec"]["boundary"]["postconditions"],
+                                                             *flux_conditions]
+    for condition in post:
+        if "namespace" in (condition.get("params") or {}):
+            condition["params"]["namespace"] = ns
+    await kc.create(PROCESSES, checker, ns)
+
+    async def checked() -> bool:
+        obj = await read(kc, PROCESSES, "closed-loop-attest", ns) or {}
+        rows = ((obj.get("status") or {}).get("boundary") or {}).get("postconditions") or []
+        return len(rows) == len(post) and all(r.get("lastCheck") for r in rows)
+
+    await until(running, checked, "closed-loop-attest's postconditions checked")
+    await kc.delete(PROCESSES, "closed-loop-attest", ns)
+    await gone(PROCESSES, "closed-loop-attest")
+
+    # The exports example: in Releasing an export Job per export, each run by the real export worker under the
+    # chart's export-worker ServiceAccount (the Job runner stand-in), each writing its receipt; then it is gone.
+    for cm in examples_of("ephemeral-exports.yaml", "ConfigMap", ns):
+        await kc.create(CONFIG_MAPS, cm, ns)
+    (exporter,) = examples_of("ephemeral-exports.yaml", "Process", ns)
+    exporter["metadata"].pop("annotations", None)
+    exports = exporter["spec"]["lifetime"]["ephemeral"]["exports"]
+    for export in exports:
+        export["channel"] = {"stdout": {"pretty": False}}
+    exports.append({"source": {"processSnapshot": {"includeAttestationChain": False}},
+                    "channel": {"stdout": {"pretty": False}}})
     await kc.create(PROCESSES, exporter, ns)
-
-    async def export_job() -> bool:
-        return await read(kc, JOBS, "exporter-export-0", ns) is not None
-
-    await until(running, export_job, "export Job exporter-export-0 applied")
-    await finish_job(kc, ns, "exporter-export-0", succeeded=True)
-
-    async def exporter_gone() -> bool:
-        return await read(kc, PROCESSES, "exporter", ns) is None
-
-    await until(running, exporter_gone, "Process exporter released, reaped and deleted")
+    await gone(PROCESSES, "release-train")
+    for index in range(len(exports)):
+        receipt = await read(kc, CONFIG_MAPS, f"release-train-export-{index}-receipt", ns)
+        assert receipt is not None, index
+        assert "Shipped" in receipt["data"]["receipt.yaml"], (index, receipt)
 
     # Pool: fills, an allocation binds, is released; then the pool is torn down with its members.
     await kc.create(EPHEMERAL_POOLS, example("pool.yaml", "EphemeralPool", ns), ns)
 
-    async def steady() -> bool:
-        status = (await read(kc, EPHEMERAL_POOLS, "warm", ns) or {}).get("status") or {}
-        return status.get("phase") == "Steady" and status.get("readyCount") == 2 and status.get("allocatedCount") == 0
+    def steady(pool: str, size: int) -> Callable[[], Awaitable[bool]]:
+        async def probe() -> bool:
+            status = (await read(kc, EPHEMERAL_POOLS, pool, ns) or {}).get("status") or {}
+            return (status.get("phase") == "Steady" and status.get("readyCount") == size
+                    and status.get("allocatedCount") == 0)
+        return probe
 
-    await until(running, steady, "pool warm Steady with 2 ready members")
+    def bound(name: str) -> Callable[[], Awaitable[dict[str, Any] | None]]:
+        async def probe() -> dict[str, Any] | None:
+            obj = await read(kc, EPHEMERAL_ALLOCATIONS, name, ns)
+            return obj if obj and (obj.get("status") or {}).get("phase") == "Bound" else None
+        return probe
+
+    async def members_gone() -> bool:
+        return not msgspec.json.decode(await kc.list(PROCESSES, ns))["items"]
+
+    await until(running, steady("warm", 2), "pool warm Steady with 2 ready members")
     await kc.create(EPHEMERAL_ALLOCATIONS, example("pool.yaml", "EphemeralAllocation", ns), ns)
-
-    async def bound() -> dict[str, Any] | None:
-        obj = await read(kc, EPHEMERAL_ALLOCATIONS, "ci-run-1", ns)
-        return obj if obj and (obj.get("status") or {}).get("phase") == "Bound" else None
-
-    alloc = await until(running, bound, "allocation ci-run-1 Bound")
+    alloc = await until(running, bound("ci-run-1"), "allocation ci-run-1 Bound")
     assert alloc["status"]["assignedProcess"]["name"]
     await kc.delete(EPHEMERAL_ALLOCATIONS, "ci-run-1", ns)
-
-    async def released() -> bool:
-        return await read(kc, EPHEMERAL_ALLOCATIONS, "ci-run-1", ns) is None
-
-    await until(running, released, "allocation ci-run-1 released and deleted")
-    await until(running, steady, "pool warm Steady again with both members free")
+    await gone(EPHEMERAL_ALLOCATIONS, "ci-run-1")
+    await until(running, steady("warm", 2), "pool warm Steady again with both members free")
     await kc.delete(EPHEMERAL_POOLS, "warm", ns)
+    await gone(EPHEMERAL_POOLS, "warm")
+    await until(running, members_gone, "pool warm's member Processes deleted")
 
-    async def pool_gone() -> bool:
-        members = msgspec.json.decode(await kc.list(PROCESSES, ns))["items"]
-        return await read(kc, EPHEMERAL_POOLS, "warm", ns) is None and not members
+    # A Reset pool: the returned member's reset Job (finished here as the Job controller would), then free.
+    pool = example("pool.yaml", "EphemeralPool", ns)
+    pool["metadata"]["name"] = "resetting"
+    pool["spec"].update(desiredSize=1, returnPolicy="Reset")
+    await kc.create(EPHEMERAL_POOLS, pool, ns)
+    await until(running, steady("resetting", 1), "pool resetting Steady with 1 ready member")
+    allocation = example("pool.yaml", "EphemeralAllocation", ns)
+    allocation["metadata"]["name"] = "ci-run-2"
+    allocation["spec"]["poolRef"]["name"] = "resetting"
+    await kc.create(EPHEMERAL_ALLOCATIONS, allocation, ns)
+    await until(running, bound("ci-run-2"), "allocation ci-run-2 Bound")
+    await kc.delete(EPHEMERAL_ALLOCATIONS, "ci-run-2", ns)
 
-    await until(running, pool_gone, "pool warm and its member Processes deleted")
+    async def reset_job() -> str | None:
+        jobs = msgspec.json.decode(await kc.list(JOBS, ns))["items"]
+        names = [j["metadata"]["name"] for j in jobs if j["metadata"]["name"].startswith("reset-")]
+        return names[0] if names else None
+
+    job = await until(running, reset_job, "the reset Job of pool resetting's member")
+    await finish_job(kc, ns, job, succeeded=True)
+    await until(running, steady("resetting", 1), "pool resetting Steady again, its member reset and free")
+    await kc.delete(EPHEMERAL_POOLS, "resetting", ns)
+    await gone(EPHEMERAL_POOLS, "resetting")
+    await until(running, members_gone, "pool resetting's member Process deleted")
