@@ -1,16 +1,17 @@
-"""RBAC proven, not assumed: both binaries run as local processes with bearer tokens of the charts'
-ServiceAccounts, the export Jobs' worker runs under the token of the chart's export-worker ServiceAccount (the
-Job runner stand-in), and only the RBAC objects ``helm template`` renders (``watchNamespace`` set: namespaced
-bindings) grant them anything. They go through the examples: a flux intent → Attested → deleted; a routed
+"""RBAC proven, not assumed: both binaries run as local processes with bearer tokens of the charts' ServiceAccounts,
+the export Jobs' worker runs under the token of the chart's export-worker ServiceAccount (the Job runner stand-in),
+and only the RBAC objects ``helm template`` renders grant them anything: once with ``watchNamespace`` set
+(namespaced bindings) on the session's plane, once watching every namespace on a plane of the module's own (cluster-
+wide bindings, Jobs still per namespace). They go through the examples: a flux intent → Attested → deleted; a routed
 Process claiming its stable name (Ingress, DNSEndpoint, ProcessTable claims); the closed-loop example, whose
 boundary conditions read a Job and a receipt ConfigMap, with the observability example's Kustomization and
 HelmRelease conditions; the exports example shipping through the real worker; a pool fill / bind / release /
 teardown, and a Reset pool's reset Job.
 
-Then the API server's audit log of the run (tools/controlplane/audit.py) is read: a request RBAC refused, or a
-grant of the rendered charts no request used, fails the test, except the grants :data:`UNEXERCISED` names with
-the code path that needs them, which each chart's README documents too. Any 403 in a binary's log fails the test
-at once with the forbidden lines."""
+Then the API server's audit log of the run (tools/controlplane/audit.py) is read: a request RBAC refused, or a grant
+of the rendered charts no request used, fails the test, except the grants :data:`UNEXERCISED` names with the code
+path that needs them, which each chart's README documents too. Any 403 in a binary's log fails the test at once with
+the forbidden lines."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from shared.domain.resources import (
     PROCESS_TABLES,
     PROCESSES,
 )
-from shared.kube.client import CONFIG_MAPS, KubeClient, Resource
+from shared.kube.client import CONFIG_MAPS, NAMESPACES, KubeClient, Resource
 from shared.kube.errors import Forbidden, NotFound
 from tests.support.jobs import finish_job
 from tests.support.kube import wait_for
@@ -88,19 +89,25 @@ WORKER_ACCOUNT = "tatara-export-worker"
 LB = "lb.example.test"
 """``config.dnsLbTarget``: set, so routed Processes render DNSEndpoints."""
 
-Key = tuple[str, str, str, str, str]
-"""``(chart or "export-worker", "cluster" | "namespace", API group, resource or URL, verb)`` of a grant."""
+Key = tuple[str, str, str, str]
+"""``(chart or "export-worker", API group, resource or URL, verb)`` of a grant, wherever it is bound."""
 
 UNEXERCISED: dict[Key, str] = {
-    ("tatara-reconciler", "namespace", "tatara.pleme.io", "processes", "get"): "shared/kube/finalizer.py",
-    ("tatara-reconciler", "cluster", "tatara.pleme.io", "processes", "get"): "reconciler/table.py",
-    ("tatara-reconciler", "namespace", "", "events", "patch"): "shared/kube/events.py",
-    ("tatara-pool-reconciler", "namespace", "tatara.pleme.io", "ephemeralpools", "get"): "shared/kube/finalizer.py",
-    ("tatara-pool-reconciler", "namespace", "", "events", "patch"): "shared/kube/events.py",
-    ("export-worker", "namespace", "", "events", "patch"): "shared/kube/events.py",
+    ("tatara-reconciler", "tatara.pleme.io", "processes", "get"): "shared/kube/finalizer.py",
+    ("tatara-reconciler", "", "events", "patch"): "shared/kube/events.py",
+    ("tatara-pool-reconciler", "tatara.pleme.io", "ephemeralpools", "get"): "shared/kube/finalizer.py",
+    ("tatara-pool-reconciler", "", "events", "patch"): "shared/kube/events.py",
+    ("export-worker", "", "events", "patch"): "shared/kube/events.py",
 }
-"""Grants this run does not reach, each with the code path that needs it (also in the chart's README "RBAC"):
-a re-read after a 409, a claim held in another namespace, a repeated Event."""
+"""Grants a run may not reach, each with the code path that needs it (also in the chart's README "RBAC"): a
+re-read after a 409 (or, with ``watchNamespace``, of a claim's holder in another namespace), a repeated Event."""
+
+FIRST_START: dict[Key, str] = {
+    ("tatara-reconciler", "tatara.pleme.io", "processtables", "create"): "reconciler/table.py",
+    ("tatara-reconciler", "tatara.pleme.io", "processes", "list"): "reconciler/table.py",
+}
+"""Grants used only when the ProcessTable is missing (a LIST of every Process, then the create): excused when
+an earlier test of the session made the table (with ``watchNamespace``, the LIST is the only cluster-wide one)."""
 
 
 def render(helm: Path, chart: str, release: str, namespace: str, *sets: str) -> list[dict[str, Any]]:
@@ -112,14 +119,22 @@ def render(helm: Path, chart: str, release: str, namespace: str, *sets: str) -> 
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 
-def chart_values(chart: str, namespace: str) -> list[str]:
-    """Every namespace-scoped setting on: ``watchNamespace``, and for the Process reconciler the export worker's
-    namespace, its image and a DNS target (so DNSEndpoints are rendered)."""
-    common = [f"watchNamespace={namespace}"]
+def chart_values(chart: str, namespace: str, *, watched: bool) -> list[str]:
+    """The settings of a run in ``namespace``: ``watchNamespace`` (``watched``), else that namespace listed for
+    Jobs (``exportWorker.namespaces`` / ``rbac.jobNamespaces``); for the Process reconciler also the export
+    worker's namespace and image and a DNS target (so DNSEndpoints are rendered)."""
     if chart == "tatara-reconciler":
-        return [*common, f"exportWorker.namespaces={{{namespace}}}", f"config.exportWorkerImage={WORKER_IMAGE}",
-                f"config.dnsLbTarget={LB}"]
-    return common
+        return [*([f"watchNamespace={namespace}"] if watched else []), f"exportWorker.namespaces={{{namespace}}}",
+                f"config.exportWorkerImage={WORKER_IMAGE}", f"config.dnsLbTarget={LB}"]
+    return [f"watchNamespace={namespace}"] if watched else [f"rbac.jobNamespaces={{{namespace}}}"]
+
+
+def cluster_bindings(chart: str, fullname: str, *, watched: bool) -> list[str]:
+    """The ClusterRoleBindings a run renders: with ``watchNamespace`` only the cluster-scoped one (the Process
+    reconciler's ProcessTable, cross-namespace reads, discovery), else the watched namespaces' one too."""
+    if chart == "tatara-reconciler":
+        return [f"{fullname}-cluster"] if watched else [fullname, f"{fullname}-cluster"]
+    return [] if watched else [fullname]
 
 
 def container_args(docs: list[dict[str, Any]]) -> list[str]:
@@ -240,14 +255,40 @@ def examples_of(path: str, kind: str, namespace: str) -> list[dict[str, Any]]:
 
 
 def grant_key(grant: Grant, roles: dict[str, str]) -> Key:
-    return (roles[grant.user], "cluster" if grant.namespace is None else "namespace", grant.api_group,
-            grant.url or grant.resource, grant.verb)
+    return (roles[grant.user], grant.api_group, grant.url or grant.resource, grant.verb)
 
 
 async def test_every_grant_is_used_and_none_refused_through_the_examples(
     control_plane: LocalControlPlane, helm: Path, admin: KubeClient, namespace: str, tmp_path: Path
 ) -> None:
-    assert control_plane.audit, "the session's control plane keeps an audit log (tests/conftest.py)"
+    """``watchNamespace`` set: namespaced bindings only (but for what is cluster-scoped by nature)."""
+    await through_the_examples(control_plane, helm, admin, namespace, tmp_path, watched=True)
+
+
+@pytest.fixture(scope="module")
+def own_plane() -> Iterator[LocalControlPlane]:
+    """A control plane of this module's own, with an audit log: controllers watching every namespace must find
+    no other test's objects there."""
+    with LocalControlPlane(audit=True) as plane:
+        yield plane
+
+
+async def test_every_grant_is_used_and_none_refused_watching_every_namespace(
+    own_plane: LocalControlPlane, helm: Path, tmp_path: Path
+) -> None:
+    """No ``watchNamespace``: the watched namespaces' grants cluster-wide, Jobs and ConfigMaps still by a
+    RoleBinding in the listed namespace only."""
+    namespace = f"t-{uuid.uuid4().hex[:10]}"
+    async with await KubeClient.from_kubeconfig(own_plane.kubeconfig) as admin:
+        await admin.create(NAMESPACES, {"metadata": {"name": namespace}}, None)
+        await through_the_examples(own_plane, helm, admin, namespace, tmp_path, watched=False)
+
+
+async def through_the_examples(control_plane: LocalControlPlane, helm: Path, admin: KubeClient, namespace: str,
+                               tmp_path: Path, *, watched: bool) -> None:
+    """Install the charts' RBAC rendered for ``namespace`` (:func:`chart_values`), run everything as the charts'
+    ServiceAccounts through :func:`lifecycles`, then judge the audit log (module docstring)."""
+    assert control_plane.audit, "the control plane keeps an audit log (tests/conftest.py)"
     await install_crds(admin, all_crds())
     # A ProcessTable left by an earlier test is not created again (and the reconciler needs no create then).
     table_existed = await read(admin, PROCESS_TABLES, PROCESS_TABLE_NAME, None) is not None
@@ -258,12 +299,10 @@ async def test_every_grant_is_used_and_none_refused_through_the_examples(
     roles = {service_account_user(namespace, WORKER_ACCOUNT): "export-worker"}
     try:
         for chart in MODULES:
-            docs = render(helm, chart, release, namespace, *chart_values(chart, namespace))
+            docs = render(helm, chart, release, namespace, *chart_values(chart, namespace, watched=watched))
             rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
-            # watchNamespace: namespaced bindings only, but for what is cluster-scoped by nature.
-            cluster_bindings = [d["metadata"]["name"] for d in rbac if d["kind"] == "ClusterRoleBinding"]
-            fullname = f"{release}-{chart}"
-            assert cluster_bindings == ([f"{fullname}-cluster"] if chart == "tatara-reconciler" else [])
+            bound = sorted(d["metadata"]["name"] for d in rbac if d["kind"] == "ClusterRoleBinding")
+            assert bound == cluster_bindings(chart, f"{release}-{chart}", watched=watched)
             rendered += rbac
             for kind, resource in RBAC_KINDS.items():
                 for doc in (d for d in rbac if d["kind"] == kind):
@@ -286,7 +325,7 @@ async def test_every_grant_is_used_and_none_refused_through_the_examples(
             args = [a for a in container_args(docs) if not a.startswith("--health-addr=")]
             assert "--leader-elect=true" in args, args
             assert f"--leader-election-namespace={namespace}" in args, args
-            assert f"--watch-namespace={namespace}" in args, args
+            assert f"--watch-namespace={namespace if watched else ''}" in args, args
             specs.append((chart, [*args, f"--health-addr=127.0.0.1:{free_port()}"], kubeconfig))
 
         runner = JobRunnerStandIn(admin, server=control_plane.server, ca_file=control_plane.ca_file,
@@ -315,10 +354,7 @@ async def test_every_grant_is_used_and_none_refused_through_the_examples(
     assert sorted(refused) == sorted(probes), "refused:\n" + "\n".join(map(str, refused))
     grants = [g for g in grants_of(rendered) if g.user in roles]
     assert {g.user for g in grants} == set(roles), "each ServiceAccount is granted something"
-    expected_idle = dict(UNEXERCISED)
-    if table_existed:  # made on a first start only (reconciler/table.py TableKeeper.read_document)
-        for resource, verb in (("processtables", "create"), ("processes", "list")):
-            expected_idle[("tatara-reconciler", "cluster", "tatara.pleme.io", resource, verb)] = "reconciler/table.py"
+    expected_idle = {**UNEXERCISED, **(FIRST_START if table_existed else {})}
     keys = {grant_key(g, roles) for g in grants}
     assert sorted(set(expected_idle) - keys) == [], "UNEXERCISED names grants the charts no longer give"
     idle = [g for g in unexercised(grants, events) if grant_key(g, roles) not in expected_idle]
@@ -328,7 +364,7 @@ async def test_every_grant_is_used_and_none_refused_through_the_examples(
 def test_the_unexercised_grants_are_documented_with_their_code_paths() -> None:
     """Each grant :data:`UNEXERCISED` excuses is in its chart's README "RBAC" section, in a list item naming the
     code path that needs it."""
-    for (who, _, _, resource, verb), path in UNEXERCISED.items():
+    for (who, _, resource, verb), path in {**UNEXERCISED, **FIRST_START}.items():
         chart = "tatara-reconciler" if who == "export-worker" else who
         readme = (ROOT / "charts" / chart / "README.md").read_text()
         section = readme[readme.index("## RBAC"):]

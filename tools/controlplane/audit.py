@@ -12,7 +12,8 @@ functions over parsed data:
   authorizer reads them;
 - :func:`authorizes`: whether a grant covers an event. A server-side apply that made the object (a ``patch``
   answered ``201 Created``) is also authorized as ``create``: the API server checks both verbs;
-- :func:`unexercised`: the grants no event used; :func:`denied`: the events RBAC refused.
+- :func:`unexercised`: the grants no event used (a request a RoleBinding covers does not count for a
+  cluster-wide grant too); :func:`denied`: the events RBAC refused.
 """
 
 from __future__ import annotations
@@ -189,9 +190,18 @@ def allowed(event: AuditEvent) -> bool:
 
 
 def unexercised(grants: Iterable[Grant], events: Iterable[AuditEvent]) -> list[Grant]:
-    """The grants no allowed event used."""
-    used = [e for e in events if allowed(e)]
-    return [g for g in grants if not any(authorizes(g, e) for e in used)]
+    """The grants no allowed event used, in the order given.
+
+    An event several grants authorize uses the narrowest only: those of a RoleBinding when one covers it, else
+    the cluster-wide ones. A cluster-wide grant that only ever duplicates a namespaced one is not needed.
+    """
+    grants = list(grants)
+    used: set[int] = set()
+    for event in (e for e in events if allowed(e)):
+        covering = [i for i, g in enumerate(grants) if authorizes(g, event)]
+        narrow = [i for i in covering if grants[i].namespace is not None]
+        used.update(narrow or covering)
+    return [g for i, g in enumerate(grants) if i not in used]
 
 
 def denied(events: Iterable[AuditEvent], users: Iterable[str]) -> list[AuditEvent]:

@@ -134,3 +134,15 @@ def test_unexercised_counts_only_allowed_requests_and_denied_names_the_refusals(
     assert unexercised([JOBS_IN_A, JOBS_ANYWHERE, APIS], events) == [JOBS_ANYWHERE, APIS]
     assert denied(events, [SA]) == events[1:3]
     assert denied(events, []) == []
+
+
+def test_a_request_a_namespaced_grant_covers_does_not_use_the_cluster_wide_one() -> None:
+    jobs_everywhere = Grant(SA, None, "batch", "jobs", "create")
+    create_in_a = AuditEvent(SA, "create", "batch", "jobs", "a", code=201, decision="allow")
+    create_in_b = AuditEvent(SA, "create", "batch", "jobs", "b", code=201, decision="allow")
+    # Only a: the RoleBinding's grant is the one needed; the cluster-wide one duplicates it.
+    assert unexercised([JOBS_IN_A, jobs_everywhere], [create_in_a]) == [jobs_everywhere]
+    # b too: only the cluster-wide grant covers it.
+    assert unexercised([JOBS_IN_A, jobs_everywhere], [create_in_a, create_in_b]) == []
+    # Without a namespaced grant the cluster-wide one is used by a namespaced request.
+    assert unexercised([jobs_everywhere], [create_in_a]) == []
