@@ -121,7 +121,7 @@ def common_properties(lease_name: str) -> dict[str, Any]:
 
 
 RECONCILER_CONFIG: dict[str, Any] = _closed({
-    "heartbeatSeconds": {"type": "integer", "minimum": 0},
+    "heartbeatSeconds": {"type": "integer", "minimum": 1},
     "exportWorkerImage": {"type": "string", "minLength": 1},
     "exportWorkerServiceAccount": _NAME,
     "fleetCluster": _STR,
