@@ -34,7 +34,23 @@ def loaded_after(statement: str) -> list[str]:
     return modules
 
 
+def modules_on_disk(package: str) -> list[str]:
+    """Every module (not package) under ``package``'s folder, by its file: the independent count the
+    walks below are checked against, so a sub-package the walk misses fails the test."""
+    folder = ROOT.joinpath(*package.split("."))
+    return sorted(
+        ".".join((package, *path.relative_to(folder).with_suffix("").parts))
+        for path in folder.rglob("*.py")
+        if path.name != "__init__.py"
+    )
+
+
 RUNTIME_MODULES = sorted(f"shared.kube.{m.name}" for m in pkgutil.iter_modules(shared.kube.__path__))
+
+
+def test_the_walks_find_every_module_on_disk() -> None:
+    assert modules_on_disk("shared.kube") == RUNTIME_MODULES
+    assert modules_on_disk("shared.domain") == DOMAIN_MODULES, "a domain sub-package was not walked"
 
 
 def test_the_runtime_imports_nothing_of_the_domain_or_the_binaries() -> None:
@@ -45,7 +61,7 @@ def test_the_runtime_imports_nothing_of_the_domain_or_the_binaries() -> None:
 
 
 DOMAIN_MODULES = sorted(
-    f"shared.domain.{m.name}" for m in pkgutil.walk_packages(shared.domain.__path__, "") if not m.ispkg
+    m.name for m in pkgutil.walk_packages(shared.domain.__path__, "shared.domain.") if not m.ispkg
 )
 
 
