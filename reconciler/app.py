@@ -124,7 +124,7 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
                             label_selector=f"{labels.ROLE}={labels.ROLE_EXPORT}")
     # one allocator per replica (so per leader): our own bumps never race each other (docs/behaviour.md#pid-allocation)
     reconciler = ProcessReconciler(client, processes, executor, SequenceAllocator(client, keeper),
-                                   heartbeat_seconds=config.heartbeat_seconds,
+                                   heartbeat_seconds=config.heartbeat_seconds, workers=config.workers,
                                    decide=functools.partial(decide, deps=Deps(render=render,
                                                                               export_job=render_export_job,
                                                                               fleet_cluster=routing.cluster)),

@@ -43,6 +43,8 @@ class ReconcilerConfig(ControllerSettings):
     """Empty: PromQL boundary conditions evaluate to Unknown."""
     table_status_interval: float = 2.0
     """Seconds between two ProcessTable status writes."""
+    workers: int = 4
+    """Concurrent reconciles of the Process controller (controller-runtime's MaxConcurrentReconciles)."""
 
 
 # ── the flag table ───────────────────────────────────────────────────────────
@@ -73,6 +75,8 @@ _OPTIONS: Final = (
             "Base URL of the Prometheus HTTP API for PromQL boundary conditions; empty makes them Unknown.", "URL"),
     Option("--table-status-interval", "TATARA_TABLE_STATUS_INTERVAL", "2", flags.seconds,
             "Minimum seconds between two ProcessTable status writes.", "SECONDS"),
+    Option("--workers", "TATARA_WORKERS", "4", flags.positive,
+            "Concurrent Process reconciles (never two on one Process).", "N"),
     *controller_options("TATARA_", lease_name="tatara-reconciler"),
 )
 

@@ -130,6 +130,7 @@ RECONCILER_CONFIG: dict[str, Any] = _closed({
     "dnsLbTarget": _STR,
     "prometheusUrl": {"type": "string", "pattern": r"^(https?://.+)?$"},
     "tableStatusInterval": _SECONDS,
+    "workers": {"type": "integer", "minimum": 1},
 })
 
 EXPORT_WORKER: dict[str, Any] = _closed({

@@ -52,6 +52,8 @@ def test_defaults_are_the_spec_table() -> None:
         ([], {"RUST_LOG": "error", "TATARA_LOG_LEVEL": "debug"}, "log_level", "debug"),
         (["--log-level", "error"], {"RUST_LOG": "debug"}, "log_level", "error"),
         ([], {"TATARA_TABLE_STATUS_INTERVAL": "0.5"}, "table_status_interval", 0.5),
+        ([], {}, "workers", 4),
+        (["--workers=2"], {"TATARA_WORKERS": "8"}, "workers", 2),
     ],
     ids=[
         "no flag and no variable gives the default",
@@ -77,6 +79,8 @@ def test_defaults_are_the_spec_table() -> None:
         "TATARA_LOG_LEVEL beats RUST_LOG",
         "the log-level flag beats RUST_LOG",
         "the table status interval from the variable",
+        "four workers by default",
+        "the workers flag beats its variable",
     ],
 )
 def test_flag_beats_env_beats_default(argv: list[str], environ: dict[str, str], attribute: str,
@@ -101,6 +105,7 @@ def test_flag_beats_env_beats_default(argv: list[str], environ: dict[str, str], 
         ([], {"TATARA_PROMETHEUS_URL": "prom:9090"}, "TATARA_PROMETHEUS_URL: expected an http:// or https:// URL"),
         (["--log-level", "loud"], {}, "--log-level: expected one of"),
         (["--no-such-flag"], {}, "unrecognized arguments: --no-such-flag"),
+        (["--workers=0"], {}, "--workers: expected a positive integer, got '0'"),
     ],
     ids=[
         "a negative heartbeat", "a zero heartbeat (every wait would requeue at once)",
@@ -108,7 +113,7 @@ def test_flag_beats_env_beats_default(argv: list[str], environ: dict[str, str], 
         "a host name as health address",
         "a health address without port", "a port out of range", "a non-boolean leader-elect",
         "a zero retry period", "a renew deadline longer than the lease", "a Prometheus URL without scheme",
-        "an unknown log level", "an unknown flag",
+        "an unknown log level", "an unknown flag", "no workers",
     ],
 )
 def test_bad_values_are_clear_errors(argv: list[str], environ: dict[str, str], message: str) -> None:
