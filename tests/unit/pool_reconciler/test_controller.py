@@ -60,7 +60,7 @@ def _executor(client: FakeClient) -> Executor:
 
 def _cache(informer: Informer[T], *objects: T) -> None:
     for obj in objects:
-        informer._apply(InformerEvent.ADDED, f"{obj.metadata.namespace}/{obj.metadata.name}", obj)
+        informer.store.apply(InformerEvent.ADDED, obj)
 
 
 def _allocations(client: FakeClient, cached: EphemeralAllocation, members: list[Process]) -> AllocationReconciler:
