@@ -14,7 +14,8 @@ import msgspec
 import yaml
 
 from shared.domain.api.closed_set import ClosedSet
-from shared.domain.api.codec import wire_decoder
+from shared.domain.api.codec import convert_leap_aware, wire_decoder
+from shared.domain.api.leap_seconds import LEAP_SECOND
 from shared.domain.api.process import ProcessAttestation
 from shared.domain.api.wire import Timestamp, WireStruct
 from shared.domain.identity import compose_root
@@ -148,7 +149,9 @@ def _yaml_document(data: bytes | str) -> Any:
     out: dict[Any, Any] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if key in _TEXT_FIELDS and isinstance(value_node, yaml.ScalarNode):
+        if isinstance(value_node, yaml.ScalarNode) and (
+                key in _TEXT_FIELDS or (key == "generated_at" and LEAP_SECOND.fullmatch(value_node.value))):
+            # a leap second is text to serde_yaml, and chrono reads it; YAML 1.1's timestamp cannot hold it
             out[key] = value_node.value
         else:
             out[key] = loader.construct_object(value_node, deep=True)
@@ -158,7 +161,7 @@ def _yaml_document(data: bytes | str) -> Any:
 def parse_yaml(data: bytes | str) -> ReceiptEnvelope:
     """As :func:`parse_json` for YAML; ``invalid YAML: …`` on failure."""
     try:
-        envelope = msgspec.convert(_yaml_document(data), ReceiptEnvelope)
+        envelope = convert_leap_aware(_yaml_document(data), ReceiptEnvelope)
     except (yaml.YAMLError, msgspec.ValidationError, ValueError, RecursionError) as err:
         # ValueError: a scalar YAML resolves but cannot build (``2026-13-45``); RecursionError: deep nesting
         raise ReceiptError(f"invalid YAML: {err}") from None
