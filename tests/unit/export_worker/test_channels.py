@@ -17,6 +17,7 @@ from export_worker import channels
 from export_worker.event import ExportEvent
 from export_worker.outcome import ExportOutcome, OutcomeKind
 from shared.domain.api.export import HttpEventChannel, NatsSubjectChannel, StdoutChannel, VectorChannel
+from tests.support.proxies import NatsAckProxy
 from tools.controlplane.cluster import free_port
 from tools.http_receiver import HttpReceiver
 from tools.nats_server import NatsServer
@@ -142,3 +143,18 @@ async def test_nats_sends_the_key_as_nats_msg_id_and_a_retry_is_stored_once_and_
         assert info.state.messages == 2
         first = await js.get_msg("DEDUP", 1)
         assert (first.data, (first.headers or {}).get("Nats-Msg-Id")) == (BYTES, KEY)
+
+
+async def test_a_lost_acknowledgement_fails_the_ack_and_the_retry_is_the_duplicate_of_the_stored_message(
+        nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(channels, "NATS_TIMEOUT", 1.0)
+    async with stream(nats_server, "LOST", "lost.x") as (js, _), \
+            NatsAckProxy(upstream_port=nats_server.port or 0, drop_acks=1) as proxy:
+        channel = VectorChannel(nats_subject=NatsSubjectChannel(subject="lost.x", stream="LOST", url=proxy.url))
+        assert await channels.ship(channel, EVENT, BYTES, "r", io.StringIO(), KEY) == ExportOutcome.failed(
+            "NATS ack: nats: timeout")
+        assert (proxy.acks, proxy.dropped) == (1, 1), "the stream acknowledged; the publisher never heard"
+        retry = BYTES.replace(b"2026", b"2027")
+        assert await channels.ship(channel, EVENT, retry, "r", io.StringIO(), KEY) == ExportOutcome.shipped(
+            duplicate=True, stored=BYTES)
+        assert (await js.stream_info("LOST")).state.messages == 1
