@@ -6,7 +6,8 @@ the receipt records, and the worker exits 1. A rerun (a Job retry after the work
 and overwrites the receipt (server-side apply, forced); with ``--idempotency-key`` the sink can tell the rerun
 from a new export (JetStream drops it within its duplicate window and says so, which the receipt records —
 docs/behaviour.md#exactly-once-where-the-sink-allows-it). After the receipt, an Event on the Process says what
-happened (Normal ``ExportShipped``, Warning ``ExportRejected`` / ``ExportFailed``), and a Warning
+happened (Normal ``ExportShipped``, saying so when the sink reported a duplicate; Warning ``ExportRejected`` /
+``ExportFailed``), and a Warning
 ``ReceiptsSkipped`` names the annotated ConfigMap values a receipts source could not parse.
 """
 
@@ -108,6 +109,8 @@ async def _announce(client: KubeClient, config: WorkerConfig, outcome: ExportOut
     message = f"export receipt {config.receipt_configmap}: {kind.value}"
     if outcome.message:
         message += f": {outcome.message}"
+    if outcome.duplicate:
+        message += f" (duplicate: the sink already held export {config.idempotency_key}; nothing stored twice)"
     recorder = EventRecorder(client, FIELD_MANAGER, os.environ.get("HOSTNAME", FIELD_MANAGER)[:128])
     event_type = EventType.NORMAL if outcome.is_shipped else EventType.WARNING
     involved = msgspec.json.decode(process)

@@ -34,7 +34,7 @@ from nats.js.client import JetStreamContext
 
 from shared.domain.export_key import export_key
 from shared.domain.resources import PROCESSES
-from shared.kube.client import KubeClient
+from shared.kube.client import EVENTS, KubeClient
 from tests.integration.export_worker.conftest import PROCESS, receipt_configmap, run_worker, worker_command
 from tests.support.kube import wait_for
 from tests.support.proxies import NatsAckProxy, TcpProxy
@@ -150,6 +150,9 @@ async def test_a_lost_jetstream_acknowledgement_fails_once_and_its_retry_is_stor
     evidence = retry.verify(export, "shipped", stored.data)
     assert (evidence["duplicate"], evidence["idempotency_key"], evidence["outcome"]) == (True, key, "Shipped")
     assert retry.configmap["metadata"]["uid"] == first.configmap["metadata"]["uid"], "one receipt, overwritten"
+    events = msgspec.json.decode(await admin.list(EVENTS, ns))["items"]
+    assert [e["message"] for e in events if e["reason"] == "ExportShipped"] == [
+        f"export receipt {RECEIPT}: Shipped (duplicate: the sink already held export {key}; nothing stored twice)"]
 
 
 async def test_an_http_export_killed_between_its_post_and_its_receipt_carries_one_key(
