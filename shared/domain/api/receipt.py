@@ -138,20 +138,32 @@ _TEXT_FIELDS: Final = frozenset({"version", "kind", "composed_root", "intent_has
                                  "process_ref"})
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a leap-second timestamp (``…:60Z``), which a Python datetime cannot
+    hold, stays its text: serde_yaml hands it to chrono as text too (docs/wire-format.md#timestamps)."""
+
+
+def _timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    if LEAP_SECOND.fullmatch(node.value):
+        return node.value
+    return loader.construct_yaml_timestamp(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+
+
 def _yaml_document(data: bytes | str) -> Any:
     """The YAML document as serde_yaml hands it to the envelope: a scalar under a text field is
     taken as written (``control_hash:`` is ``""``, ``kind: 1`` is ``"1"``), everything else is
     resolved as YAML 1.1 types."""
-    node = yaml.compose(data, Loader=yaml.SafeLoader)
-    loader = yaml.SafeLoader("")
+    node = yaml.compose(data, Loader=_Loader)
+    loader = _Loader("")
     if not isinstance(node, yaml.MappingNode):
         return None if node is None else loader.construct_object(node, deep=True)
     out: dict[Any, Any] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if isinstance(value_node, yaml.ScalarNode) and (
-                key in _TEXT_FIELDS or (key == "generated_at" and LEAP_SECOND.fullmatch(value_node.value))):
-            # a leap second is text to serde_yaml, and chrono reads it; YAML 1.1's timestamp cannot hold it
+        if key in _TEXT_FIELDS and isinstance(value_node, yaml.ScalarNode):
             out[key] = value_node.value
         else:
             out[key] = loader.construct_object(value_node, deep=True)

@@ -34,7 +34,7 @@ RECEIPT_JSON = ('{"version":"tatara-receipt/v1","kind":"test-suite","composed_ro
                 '"artifact_hash":"a","control_hash":"","generated_at":"2016-12-31T23:59:60Z",'
                 '"evidence":{"note":"2016-12-31T23:59:60Z","ran":1.0}}')
 RECEIPT_YAML = ("version: tatara-receipt/v1\nkind: test-suite\ncomposed_root: r\nintent_hash: i\nartifact_hash: a\n"
-                "control_hash: ''\ngenerated_at: 2016-12-31T23:59:60Z\nevidence:\n  note: '2016-12-31T23:59:60Z'\n"
+                "control_hash: ''\ngenerated_at: 2016-12-31T23:59:60Z\nevidence:\n  note: 2016-12-31T23:59:60Z\n"
                 "  ran: 1.0\n")
 
 
