@@ -23,6 +23,7 @@ from shared.domain.api.process import Process
 from shared.domain.api.receipt import ReceiptEnvelope, ReceiptError
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.canonical_json import canonical_json
+from shared.domain.export_key import export_key
 from shared.domain.manifests.batch import (
     Container,
     Job,
@@ -116,6 +117,8 @@ def export_job(process: Process, index: int, export: ExportSpec, *, owner_uid: s
         labels.ROLE: labels.ROLE_EXPORT,
         labels.EXPORT_INDEX: str(index),
     }
+    metadata = owned_metadata(process, owner_uid, export_job_name(process, index),
+                              labels={labels.MANAGED_BY: FIELD_MANAGER, **pod_labels})
     args = [
         "--spec", canonical_json(export.to_json()).decode(),
         "--process-namespace", ns,
@@ -125,9 +128,9 @@ def export_job(process: Process, index: int, export: ExportSpec, *, owner_uid: s
     attestation = process.status.attestation if process.status is not None else None
     if attestation is not None:
         args += ["--previous-root", attestation.composed_root]
+    args += ["--idempotency-key", export_key(owner_uid, process.metadata.generation, index)]
     return Job(
-        metadata=owned_metadata(process, owner_uid, export_job_name(process, index),
-                                labels={labels.MANAGED_BY: FIELD_MANAGER, **pod_labels}),
+        metadata=metadata,
         spec=JobSpec(
             backoff_limit=BACKOFF_LIMIT,
             ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,

@@ -10,12 +10,14 @@ order, emission rules of :mod:`shared.domain.api.wire`, map keys sorted, timesta
 from __future__ import annotations
 
 import enum
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 
+from shared.domain.api import leap_seconds
 from shared.domain.api.allocation import EphemeralAllocation
 from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process, ProcessSpec
@@ -30,6 +32,7 @@ __all__ = [
     "WireDecoder",
     "check_spec",
     "convert",
+    "convert_leap_aware",
     "decode",
     "decode_allocation",
     "decode_pool",
@@ -194,7 +197,15 @@ class WireDecoder(Generic[T]):
         raw = data.encode() if isinstance(data, str) else bytes(data)
         _check_nesting(raw)
         raw = _with_float_integers_marked(raw)
-        value = self._decoder.decode(raw)
+        try:
+            value = self._decoder.decode(raw)
+        except msgspec.ValidationError:
+            rewritten = leap_seconds.rewrite_json(raw)
+            if rewritten is raw or rewritten == raw:
+                raise
+            # a leap second msgspec refuses: read as second 59, then marked (docs/wire-format.md#timestamps)
+            value = leap_seconds.restore(self._decoder.decode(rewritten), json.loads(raw))
+            raw = rewritten
         for field in self._f64:
             value = field.fix(value, raw)
         return value
@@ -221,11 +232,29 @@ def decode(data: bytes | str, model: type[T]) -> T:
 
 
 def convert(data: Any, model: type[T]) -> T:
-    """Convert already-parsed data (e.g. from YAML) into ``model``. Raises :class:`DecodeError`."""
+    """Convert already-parsed data (e.g. from YAML) into ``model``; a leap-second timestamp reads as the
+    reference reads it (docs/wire-format.md#timestamps). Raises :class:`DecodeError`."""
     try:
-        return msgspec.convert(data, model)
+        return convert_leap_aware(data, model)
     except msgspec.ValidationError as err:
         raise DecodeError(str(err)) from None
+
+
+def convert_leap_aware(data: Any, model: type[T]) -> T:
+    """``msgspec.convert(data, model)``, except that a leap-second string (``…:60Z``) in a timestamp field is
+    accepted as the reference accepts it (:mod:`shared.domain.api.leap_seconds`).
+
+    Raises:
+        msgspec.ValidationError: as ``msgspec.convert`` does.
+    """
+    try:
+        return msgspec.convert(data, model)
+    except msgspec.ValidationError:
+        rewritten = leap_seconds.rewrite_data(data)
+        if rewritten == data:
+            raise
+        value: T = leap_seconds.restore(msgspec.convert(rewritten, model), data)
+        return value
 
 
 def decode_process(data: bytes | str, *, validate: bool = False) -> Process:
@@ -298,9 +327,12 @@ def _plan(cls: type[msgspec.Struct]) -> _Plan:
 
 def format_timestamp(value: datetime) -> str:
     """RFC 3339 in UTC with ``Z``; the fraction has 0, 3 or 6 digits, the shortest exact
-    (docs/wire-format.md#timestamps). A naive datetime is taken as UTC."""
+    (docs/wire-format.md#timestamps). A naive datetime is taken as UTC; a leap second
+    (:func:`shared.domain.api.leap_seconds.is_leap_second`) is written with second ``60``."""
     utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     text = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    if leap_seconds.is_leap_second(value):
+        text = text[:-2] + "60"  # written as chrono writes a leap second: second 60, then the fraction
     micros = utc.microsecond
     if micros == 0:
         return text + "Z"

@@ -105,6 +105,8 @@ async def test_exports_run_as_jobs_and_a_failed_one_does_not_block(kc: KubeClien
             "--process-namespace", namespace, "--process-name", "pr",
             "--receipt-configmap", "pr-export-2-receipt",
             "--previous-root", process["status"]["attestation"]["composedRoot"],
+            # docs/wire-format.md#export-idempotency-keys: uid, generation, export index
+            "--idempotency-key", f"tatara-export/{process['metadata']['uid']}/{process['metadata']['generation']}/2",
         ]
         assert first["spec"]["template"]["spec"]["containers"][0]["args"][1] == (
             '{"source":{"runMarker":{"labels":{"pr":"7"}}},"channel":{"stdout":{"pretty":false}},"when":"OnAttested"}')

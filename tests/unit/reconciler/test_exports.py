@@ -47,7 +47,7 @@ def process(exports: list[dict[str, Any]], *, phase: str = "Releasing", gate: st
         status["attestation"] = {"artifactHash": "a" * 64, "intentHash": "i" * 64, "composedRoot": "r" * 64,
                                  "generation": 0, "attestedAt": "2025-06-01T11:30:00Z"}
     return convert({
-        "metadata": {"name": "pr-7", "namespace": "previews", "uid": uid,
+        "metadata": {"name": "pr-7", "namespace": "previews", "uid": uid, "generation": 3,
                      "creationTimestamp": "2025-06-01T11:00:00Z",
                      "annotations": {"tatara.pleme.io/released-from": gate} if gate else {}},
         "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
@@ -117,6 +117,7 @@ def test_the_export_job_has_every_field_the_spec_lists() -> None:
         "--process-name", "pr-7",
         "--receipt-configmap", "pr-7-export-1-receipt",
         "--previous-root", "r" * 64,
+        "--idempotency-key", "tatara-export/u-1/3/1",  # docs/wire-format.md#export-idempotency-keys
     ]
 
 
@@ -130,6 +131,7 @@ def test_without_an_attestation_there_is_no_previous_root_and_defaults_are_spell
         '{"source":{"receipts":{}},"channel":{"natsSubject":{"subject":"runs.{{run_id}}","stream":"RUNS"}},'
         '"when":"OnFailed","experimentIdOverride":"pr-7"}',
         "--process-namespace", "previews", "--process-name", "pr-7", "--receipt-configmap", "pr-7-export-0-receipt",
+        "--idempotency-key", "tatara-export/u-1/3/0",
     ]
 
 
