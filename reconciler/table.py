@@ -27,7 +27,8 @@ keeps it from handing PIDs out twice (docs/behaviour.md#a-missing-or-deleted-tab
 
 - a missing table is recreated with ``nextSequence`` past every sequence number a Process holds
   (a cluster-wide LIST: its own PID, its parent's, and every level above them) and past every number
-  this reconciler handed out, with a Warning Event ``ProcessTableRecreated`` when any is held;
+  this reconciler handed out, with a Warning Event ``ProcessTableRecreated`` when any is held and the
+  table had existed (:func:`table_existed`: not on a fresh install);
 - the table carries our finalizer (:data:`shared.domain.finalizers.TABLE`), put on at creation or by
   the next status write; a deleted table keeps it (Warning Event ``ProcessTableInUse``) until no
   Process holds a PID, and then loses it with a resourceVersion-guarded write, so an allocation that
@@ -88,6 +89,7 @@ __all__ = [
     "process_entry",
     "read_table",
     "sequences_of",
+    "table_existed",
     "table_status",
     "with_table_conditions",
 ]
@@ -202,6 +204,14 @@ def _holds_pid(process: Process) -> bool:
     return process.status is not None and bool(process.status.pid)
 
 
+def table_existed(processes: Iterable[Process], *, seen: bool) -> bool:
+    """Whether a table found missing had existed (so its recreation is worth a Warning,
+    docs/behaviour.md#a-missing-or-deleted-table): this keeper read, created or bumped one before
+    (``seen``), or a Process holds a PID (only a table hands them out). A PID merely named — a child's
+    ``spec.identity.parent`` before any parent holds it, as on a fresh install — proves nothing."""
+    return seen or any(_holds_pid(p) for p in processes)
+
+
 class TableKeeper:
     """Reads table ``name`` for one reconciler, recreating it past every held PID when it is missing,
     and keeps our finalizer on it while any Process holds a PID (see the module docstring).
@@ -220,7 +230,9 @@ class TableKeeper:
         self.highest = 0
         """The highest sequence number this reconciler handed out (:meth:`handed_out`)."""
         self.recreated = 0
-        """Tables created while sequence numbers were held."""
+        """Tables recreated (created after one existed) while sequence numbers were held."""
+        self.seen = False
+        """This keeper has read or created the table before (so a missing one was deleted)."""
 
     def handed_out(self, sequence: int) -> None:
         """Record that ``sequence`` was won by a bump (a recreated table starts past it even before the
@@ -249,19 +261,23 @@ class TableKeeper:
         """
         try:
             raw = await self.client.get(PROCESS_TABLES, self.name)
+            self.seen = True
             return decode_table(raw), raw
         except NotFound:
             pass
-        held = held_sequence(await self.processes())
-        next_sequence = max(held, self.highest) + 1
+        processes = await self.processes()
+        next_sequence = max(held_sequence(processes), self.highest) + 1
+        existed = table_existed(processes, seen=self.seen or self.highest > 0)
         try:
             fresh = default_table(self.name, next_sequence=next_sequence)
             raw = await self.client.create(PROCESS_TABLES, as_json(fresh))
         except Conflict:
             raw = await self.client.get(PROCESS_TABLES, self.name)
+            self.seen = True
             return decode_table(raw), raw
+        self.seen = True
         table = decode_table(raw)
-        if next_sequence > 1:
+        if existed and next_sequence > 1:
             self.recreated += 1
             message = (f"ProcessTable {self.name} was missing: recreated with nextSequence {next_sequence}, "
                        f"past the highest sequence number held ({next_sequence - 1})")
