@@ -122,6 +122,9 @@ class Decision:
         signal: the signal this pass consumed, for ``tatara_signals_total``.
         events: Events to record, in order.
         released: the Process holds nothing any more (Reaped): its finalizer may go.
+        release_claims: the phase this decision leaves the Process in (not Running or Attested) when
+            ``ProcessTable.status.claims`` names it: its claims are given up after the deletes and
+            before any other write (docs/behaviour.md#handing-a-stable-name-over).
         delete_self: delete the Process object (an ephemeral Process after Reaped).
         requeue_after: seconds until the next reconcile (None: wait for the next watch event).
     """
@@ -138,6 +141,7 @@ class Decision:
     signal: SignalCount | None = None
     events: tuple[Event, ...] = ()
     released: bool = False
+    release_claims: ProcessPhase | None = None
     delete_self: bool = False
     requeue_after: float | None = None
 

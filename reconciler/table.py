@@ -38,6 +38,7 @@ keeps it from handing PIDs out twice (docs/behaviour.md#a-missing-or-deleted-tab
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -46,7 +47,17 @@ import anyio
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from reconciler.claims import ClaimAction, arbitrate, candidates_by_key, claims_changed, foreign_holders
+from reconciler.claims import (
+    ELIGIBLE_PHASES,
+    ClaimAction,
+    arbitrate,
+    candidates_by_key,
+    claims_changed,
+    foreign_holders,
+    holder_keys,
+    in_phase,
+    process_ref,
+)
 from shared.domain import finalizers
 from shared.domain.api.codec import decode_table, to_wire, wire_decoder
 from shared.domain.api.phase import ProcessPhase
@@ -99,6 +110,13 @@ DEFAULT_MAX_ROWS: Final = 500
 
 DEFAULT_MAX_ROWS_BYTES: Final = 256 * 1024
 """Byte budget of the rows' JSON (etcd's object limit is 1.5 MiB)."""
+
+RELEASE_ATTEMPTS: Final = 5
+"""Guarded claims writes a release tries (each on a fresh read) before it gives up with a 409."""
+
+LEAVING_SECONDS: Final = 30.0
+"""How long a released holder counts in the phase it is leaving for, while the Process cache still
+shows it in Running or Attested at the resourceVersion it was released at."""
 
 JSON_PATCH: Final = "application/json-patch+json"
 """Content type of the guarded claims write and of the PID bump (:mod:`reconciler.pid`)."""
@@ -488,6 +506,11 @@ class TableStatusWriter:
         self._dirty = anyio.Event()
         self._stored: Compared | None = None
         self._uid: str | None = None
+        self._lock = anyio.Lock()
+        """One claims decision at a time: a pass and a :meth:`release` never interleave."""
+        self._leaving: dict[str, tuple[str | None, ProcessPhase, float]] = {}
+        """``<ns>/<name>`` → (resourceVersion it was released at, the phase it leaves for, when), until the
+        cache shows it moved on (:meth:`bidders`)."""
 
     def notify(self, *_: object) -> None:
         """Mark the table out of date (usable directly as an informer handler)."""
@@ -501,6 +524,10 @@ class TableStatusWriter:
             ApiError: the GET, create or a PATCH failed (a claims write that lost a race is not an error:
                 the table is marked out of date and arbitrated again after the interval).
         """
+        async with self._lock:
+            return await self._flush()
+
+    async def _flush(self) -> bool:
         processes = list(self.processes())
         now = self.now()
         table, raw = await self.keeper.read_document()
@@ -516,9 +543,52 @@ class TableStatusWriter:
             self.writes += 1
             self._stored = wanted
             written = True
-        return await self.arbitrate(processes, raw, now) or written
+        return await self.arbitrate(self.bidders(), raw, now) or written
 
-    async def arbitrate(self, processes: Iterable[Process], raw: bytes, now: datetime) -> bool:
+    def bidders(self) -> list[Process]:
+        """``processes()``, each Process released by :meth:`release` counted in the phase it left for while
+        the cache still shows it eligible at the resourceVersion it was released at (for at most
+        :data:`LEAVING_SECONDS`): a pass between the release and the cache showing the phase write must
+        not hand the claim back to it."""
+        now, out = time.monotonic(), []
+        for process in self.processes():
+            ref = process_ref(process)
+            leaving = self._leaving.get(ref)
+            if leaving is not None:
+                version, phase, since = leaving
+                if (process.phase in ELIGIBLE_PHASES and process.metadata.resource_version == version
+                        and now - since <= LEAVING_SECONDS):
+                    process = in_phase(process, phase)
+                else:
+                    del self._leaving[ref]
+            out.append(process)
+        return out
+
+    async def release(self, process: Process, phase: ProcessPhase) -> bool:
+        """Give up the claims naming ``process`` before its status write puts it in ``phase`` (not Running
+        or Attested): the keys are arbitrated at once among the other bidders, as a pass would once the
+        cache shows the write, so a key passes straight to its next holder or is vacated
+        (docs/behaviour.md#handing-a-stable-name-over). True if written; nothing is written when the
+        stored claims no longer name it.
+
+        Raises:
+            Conflict: the guarded write lost :data:`RELEASE_ATTEMPTS` races in a row (the caller decides
+                again later; its status write must not go first).
+            ApiError: the GET, a foreign holder's GET or the PATCH failed otherwise.
+        """
+        ref = process_ref(process)
+        async with self._lock:
+            self._leaving[ref] = (process.metadata.resource_version, phase, time.monotonic())
+            for _ in range(RELEASE_ATTEMPTS):
+                table, raw = await self.keeper.read_document()
+                if not holder_keys(table.status.claims if table.status is not None else {}, ref):
+                    return False
+                if await self.arbitrate(self.bidders(), raw, self.now(), strict=True):
+                    return True
+        raise Conflict(409, "Conflict", f"ProcessTable {self.table_name}: claims release of {ref} lost "
+                                        f"{RELEASE_ATTEMPTS} races")
+
+    async def arbitrate(self, processes: Iterable[Process], raw: bytes, now: datetime, *, strict: bool = False) -> bool:
         """Decide every claims key (:func:`reconciler.claims.arbitrate`) from the claims stored in the
         table ``raw`` (its JSON as read: the holders survive a restart) and the bids of ``processes``
         plus the holders outside :attr:`namespace`; write them when :func:`~reconciler.claims.claims_changed`
@@ -526,7 +596,8 @@ class TableStatusWriter:
 
         Raises:
             ApiError: a GET of a foreign holder or the PATCH failed (a lost ``test``, 422/409/404, is not
-                raised: the table is marked out of date).
+                raised: the table is marked out of date and False returned — ``strict`` returns False
+                only for that, and True when nothing needed writing, for :meth:`release`).
         """
         document = msgspec.json.decode(raw)
         table = decode_table(raw)
@@ -535,7 +606,7 @@ class TableStatusWriter:
                                  if (p := await self._process(ref)) is not None]]
         new, decisions = arbitrate(current, candidates_by_key(bidders, self.fleet_cluster, now), now)
         if not claims_changed(current, new):
-            return False
+            return strict
         try:
             await self.client.request("PATCH", PROCESS_TABLES.path(None, self.table_name, "status"),
                                       body=msgspec.json.encode(claims_patch(document, new)), content_type=JSON_PATCH)
