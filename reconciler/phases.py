@@ -42,6 +42,7 @@ from reconciler.routing import (
     REASON_HELD,
     STABLE,
     STABLE_NAME,
+    make_after_break,
     plan_routing,
     stable_name_condition,
 )
@@ -806,6 +807,8 @@ def with_routing(observed: Observed, deps: Deps, decision: Decision) -> Decision
       nor kept: the stable children are deleted first (break before make,
       docs/behaviour.md#handing-a-stable-name-over);
     - owned routing children the current render does not produce are deleted (a stable name lost);
+    - a stable pair (in the decision's applies or the repair) waits while another Process's stable
+      Ingress or DNSEndpoint still serves its host (:func:`reconciler.routing.make_after_break`);
     - in Attested every rendered routing child, in Running the stable ones, is applied again when
       missing from the cache or changed (Attested records a Normal Event ``RoutingDrift`` naming them,
       except for a stable pair whose name is granted in this very pass); not when the decision
@@ -830,13 +833,19 @@ def with_routing(observed: Observed, deps: Deps, decision: Decision) -> Decision
         docs = deps.render(view) if process.spec.routing is not None else []
     except (IntentNotSupported, RenderError, VariantError):
         docs = None
+    # make after break: a stable pair waits while another Process's still serves its host
+    ours = tuple(m for m in applies if isinstance(m, Manifest))
+    _, waiting = make_after_break(ours, observed.routes, uid)
+    applies = tuple(m for m in applies if not any(m is w for w in waiting))
     extra: list[tuple[Manifest, str]] = []
     deletes: tuple[ChildRef, ...] = ()
     if docs is not None:
         repair = _REPAIR.get(process.phase, frozenset()) if decision.transition is None else frozenset()
         plan = plan_routing(docs, observed.children, uid, repair=repair)
         applied = {manifest_ref(m) for m in applies}
-        extra = [(m, why) for m, why in zip(plan.apply, plan.drift, strict=True) if manifest_ref(m) not in applied]
+        now, _ = make_after_break(plan.apply, observed.routes, uid)
+        extra = [(m, why) for m, why in zip(plan.apply, plan.drift, strict=True)
+                 if manifest_ref(m) not in applied and any(m is n for n in now)]
         deletes = tuple(ref for ref in plan.delete if ref not in decision.delete)
 
     status = process.status

@@ -13,7 +13,7 @@ from reconciler.claims import ClaimStanding, held_keys
 from reconciler.decision import Observed
 from reconciler.phases import Deps, decide
 from reconciler.render import RoutingConfig, manifest_ref, render_children
-from reconciler.routing import contains, drift, plan_routing, stable_name_condition
+from reconciler.routing import contains, drift, make_after_break, plan_routing, served_hosts, stable_name_condition
 from shared.domain.api.codec import convert
 from shared.domain.api.phase import ProcessPhase as P
 from shared.domain.api.process import Process, ProcessCondition
@@ -353,3 +353,65 @@ def test_no_release_where_nothing_leaves(p: Process, claims: dict[str, ClaimReco
     assert d.release_claims is None
     assert not [e for e in d.events if e.reason == "StableNameReleased"]
 
+
+# ── make after break: a new holder's pair waits for the old one's (docs/behaviour.md#handing-a-stable-name-over)
+
+STABLE_FQDN = "api.pleme-dev.use1.quero.lol"
+
+
+@pytest.mark.parametrize(
+    ("spec", "hosts"),
+    [
+        ({"rules": [{"host": "a.example"}, {"host": "b.example"}]}, ["a.example", "b.example"]),
+        ({"endpoints": [{"dnsName": "a.example", "recordType": "CNAME"}]}, ["a.example"]),
+        ({"rules": [{"http": {}}], "endpoints": "x"}, []),
+        (None, []),
+    ],
+    ids=["an Ingress serves its rules' hosts", "a DNSEndpoint its endpoints' names",
+         "entries without a host serve none", "no spec serves none"],
+)
+def test_served_hosts(spec: Any, hosts: list[str]) -> None:
+    assert served_hosts(spec) == hosts
+
+
+@pytest.mark.parametrize(
+    ("routes", "now", "wait"),
+    [
+        ({}, STABLE_PAIR + INSTANCE_PAIR, []),
+        ({STABLE_FQDN: frozenset({UID})}, STABLE_PAIR + INSTANCE_PAIR, []),
+        ({STABLE_FQDN: frozenset({"u-old"})}, INSTANCE_PAIR, STABLE_PAIR),
+        ({STABLE_FQDN: frozenset({UID, "u-old"})}, INSTANCE_PAIR, STABLE_PAIR),
+        ({"x.pleme-dev.use1.quero.lol": frozenset({"u-old"})}, STABLE_PAIR + INSTANCE_PAIR, []),
+    ],
+    ids=[
+        "no stable child serves the host: everything now",
+        "only our own: now (a repair)",
+        "the old holder's pair still serves the host: the stable pair waits, the instance pair goes",
+        "ours and another's: still waits",
+        "another host taken changes nothing",
+    ],
+)
+def test_make_after_break(routes: dict[str, frozenset[str]], now: list[str], wait: list[str]) -> None:
+    docs = [m for m in rendered(process(), HELD) if m.kind in ("Ingress", "DNSEndpoint")]
+    going, waiting = make_after_break(docs, routes, UID)
+    assert sorted(m.metadata.name for m in going) == sorted(now)
+    assert sorted(m.metadata.name for m in waiting) == sorted(wait)
+
+
+def test_a_new_holder_waits_for_the_old_holders_pair_then_applies_its_own() -> None:
+    p = process("Attested")
+    children = cached(routing_docs(p))
+    taken = {STABLE_FQDN: frozenset({"u-old"})}
+    d = decide(Observed(process=p, now=NOW, children=children, claims=record("ns/me"), routes=taken), deps())
+    assert d.apply == ()
+    # the old pair gone (the routing watch wakes it): its own pair now
+    d = decide(Observed(process=p, now=NOW, children=children, claims=record("ns/me")), deps())
+    assert sorted(manifest_ref(m).name for m in d.apply) == STABLE_PAIR
+
+
+def test_execing_holds_a_stable_pair_back_while_another_serves_its_host() -> None:
+    p = process("Execing")
+    taken = {STABLE_FQDN: frozenset({"u-old"})}
+    d = decide(Observed(process=p, now=NOW, claims=record("ns/me"), routes=taken), deps())
+    applied = [manifest_ref(m).name for m in d.apply if m.kind in ("Ingress", "DNSEndpoint")]
+    assert applied == INSTANCE_PAIR
