@@ -77,7 +77,8 @@ from shared.kube.informer import Informer, WatchEventType
 from shared.kube.logcontext import log_context
 from shared.kube.meta import ObjectMeta
 
-__all__ = ["CONFLICT_REQUEUE", "ChildObject", "PidAllocator", "ProcessReconciler", "RoutingChildObject", "claims_moved"]
+__all__ = ["CONFLICT_REQUEUE", "ChildObject", "PidAllocator", "ProcessReconciler", "RoutingChildObject", "claim_apps",
+           "claims_moved", "route_gone", "stable_hosts"]
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,11 @@ def stable_hosts(child: ChildObject) -> list[str]:
     if child.metadata.labels.get(labels.ROUTING_FORM) != STABLE:
         return []
     return served_hosts(child.spec) if isinstance(child, RoutingChildObject) else []
+
+
+def route_gone(event: WatchEventType, old: ChildObject | None, new: ChildObject) -> bool:
+    """Keep only the deletion of a routing child: what a new holder's stable pair waits for."""
+    return event is WatchEventType.DELETED
 
 
 def claim_apps(process: Process) -> list[str]:
@@ -349,7 +355,7 @@ class ProcessReconciler:
         if (informer.resource.api_version, informer.resource.kind) in ROUTING_KINDS:
             # a stable pair going wakes the other bidders of its app: a new holder's pair waits for it
             informer.add_indexer(STABLE_HOST, stable_hosts)
-            self.controller.watches(informer, self._bidders_of_route)
+            self.controller.watches(informer, self._bidders_of_route, predicates=(route_gone,))
             self.routes.append(informer)
 
     def _bidders_of_route(self, child: ChildObject) -> list[Request]:
