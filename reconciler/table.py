@@ -578,12 +578,16 @@ class TableStatusWriter:
         """
         ref = process_ref(process)
         async with self._lock:
-            self._leaving[ref] = (process.metadata.resource_version, phase, time.monotonic())
+            # the version the cache shows now (it may have moved past the one decided on): kept leaving
+            # until the cache shows a later one, its phase write
+            cached = next((p for p in self.processes() if process_ref(p) == ref), process)
+            self._leaving[ref] = (cached.metadata.resource_version, phase, time.monotonic())
             for _ in range(RELEASE_ATTEMPTS):
                 table, raw = await self.keeper.read_document()
                 if not holder_keys(table.status.claims if table.status is not None else {}, ref):
                     return False
-                if await self.arbitrate(self.bidders(), raw, self.now(), strict=True):
+                bidders = [in_phase(p, phase) if process_ref(p) == ref else p for p in self.bidders()]
+                if await self.arbitrate(bidders, raw, self.now(), strict=True):
                     return True
         raise Conflict(409, "Conflict", f"ProcessTable {self.table_name}: claims release of {ref} lost "
                                         f"{RELEASE_ATTEMPTS} races")

@@ -304,6 +304,7 @@ def sig(value: str) -> dict[str, str]:
         (holder("Exiting"), record("ns/me"), P.ZOMBIE, P.ZOMBIE),
         (holder("Reaped"), record("ns/me"), None, P.REAPED),
         (holder("Attested", annotations=sig("SIGTERM")), record("ns/other"), P.EXITING, None),
+        (holder("Reaped"), record("ns/other"), None, None),
     ],
     ids=[
         "SIGTERM on an Attested holder: the claim goes with the Exiting write",
@@ -315,6 +316,7 @@ def sig(value: str) -> dict[str, str]:
         "an Exiting Process the table still names: before its Zombie write",
         "a Reaped Process the table still names: released, its finalizer goes after",
         "a Process the table does not name releases nothing, but its condition is released",
+        "a Reaped Process left saying True by an older version is told released on its next pass",
     ],
 )
 def test_a_holder_leaving_gives_its_claim_up_in_the_same_step(p: Process, claims: dict[str, ClaimRecord],
