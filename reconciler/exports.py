@@ -7,6 +7,7 @@ docs/behaviour.md#releasing; the Job's fields: docs/wire-format.md#export-jobs.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -66,6 +67,8 @@ _RESOURCES: Final = ResourceRequirements(requests={"cpu": "10m", "memory": "32Mi
 _CONFIG_MAP: Final = ("v1", "ConfigMap")
 MAX_JOB_NAME: Final = 63
 """A Job's name is also its pods' ``batch.kubernetes.io/job-name`` label value: at most 63 characters."""
+_DIGEST_HEX: Final = 8
+"""Hex characters of SHA-256 that keep a cut export Job name unique."""
 _P = ProcessPhase
 
 
@@ -82,12 +85,25 @@ def _ns(process: Process) -> str:
 
 
 def export_job_name(process: Process, index: int) -> str:
-    """``<process>-export-<index>``."""
-    return f"{process.metadata.name}-export-{index}"
+    """``<process>-export-<index>``, at most 63 characters (docs/wire-format.md#export-job-names).
+
+    When that is longer, the Process name is cut so that ``<cut>-<8 hex>-export-<index>`` is 63
+    characters, trailing ``-`` / ``.`` removed, the hex being the first 8 of SHA-256 over the full
+    Process name: deterministic, so every pass (and the receipt lookup) finds the same Job, and two
+    long names with one prefix still differ. A name that fits is the reference's, byte for byte.
+    """
+    name = process.metadata.name or ""
+    suffix = f"-export-{index}"
+    if len(name) + len(suffix) <= MAX_JOB_NAME:
+        return name + suffix
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_HEX]
+    keep = MAX_JOB_NAME - len(suffix) - _DIGEST_HEX - 1
+    return f"{name[:keep].rstrip('-.')}-{digest}{suffix}"
 
 
 def receipt_config_map_name(process: Process, index: int) -> str:
-    """``<process>-export-<index>-receipt``: the ConfigMap the worker writes its receipt into."""
+    """``<export Job name>-receipt``: the ConfigMap the worker writes its receipt into (at most 71
+    characters, a legal ConfigMap name)."""
     return f"{export_job_name(process, index)}-receipt"
 
 
@@ -157,8 +173,7 @@ class ExportState(Enum):
     """One applicable export in Releasing."""
 
     INVALID = "Invalid"
-    """Its ``source`` or ``channel`` union has zero or several variants, or its Job name would be too
-    long: not run, counted failed."""
+    """Its ``source`` or ``channel`` union has zero or several variants: not run, counted failed."""
     START = "Start"
     """No Job (and no receipt of a finished run): its Job is to be applied."""
     RUNNING = "Running"
@@ -186,13 +201,6 @@ def _union_error(export: ExportSpec) -> str | None:
     except VariantError as err:
         return str(err)
     return None
-
-
-def _name_error(process: Process, index: int) -> str | None:
-    name = export_job_name(process, index)
-    if len(name) <= MAX_JOB_NAME:
-        return None
-    return f"Job name {name} is longer than {MAX_JOB_NAME} characters (the Process name is too long for export Jobs)"
 
 
 def _receipt(process: Process, index: int, fetched: Mapping[ChildRef, ChildState]) -> ReceiptEnvelope | None:
@@ -233,7 +241,7 @@ def export_runs(process: Process, gate: ProcessPhase, jobs: Mapping[int, Observe
     """
     out: list[ExportRun] = []
     for index, export in applicable(process, gate):
-        error = _union_error(export) or _name_error(process, index)
+        error = _union_error(export)
         if error is not None:
             out.append(ExportRun(index, export, ExportState.INVALID, error))
             continue
