@@ -237,6 +237,41 @@ def _cel_events(field: str, old: Sequence[CheckedCondition], new: Sequence[Check
     return tuple(events)
 
 
+CEL_TYPE_ERROR = "CelTypeError"
+"""The stall reason of a Cel condition whose expression gives a value that is not a bool and cannot
+become one (docs/behaviour.md#cel-conditions)."""
+
+
+def _cel_type_errors(field: str, rows: Sequence[CheckedCondition]) -> list[str]:
+    """``spec.boundary.<field>[<i>]: CEL expression '<e>' returned <kind>, not a bool`` per Cel row whose
+    result is a constant type error (:func:`reconciler.cel.constant_type_error`)."""
+    out = []
+    for i, row in enumerate(rows):
+        kind = cel.constant_type_error(row.message) if row.kind is ConditionKind.CEL else None
+        if kind is not None:
+            expression = row.params.get("expression") if isinstance(row.params, dict) else None
+            out.append(f"spec.boundary.{field}[{i}]: CEL expression {expression!r} returned {kind}, not a bool")
+    return out
+
+
+def _cel_type_stall(observed: Observed, field: str, old: Sequence[CheckedCondition],
+                    rows: Sequence[CheckedCondition], *, requeue_after: float | None,
+                    extra: StatusPatch | None = None) -> Decision | None:
+    """Stalled ``CelTypeError`` (one Warning, the rows written when they changed) when a Cel row of
+    ``field`` (``preconditions`` / ``postconditions``) is a constant type error; None otherwise. The
+    Process stays in its phase and is evaluated again: a row that becomes a bool lifts the stall, and the
+    boundary timeout still fails it (docs/behaviour.md#cel-conditions)."""
+    errors = _cel_type_errors(field, rows)
+    if not errors:
+        return None
+    decision = _stalled(observed, "; ".join(errors), reason=CEL_TYPE_ERROR, requeue_after=requeue_after)
+    boundary_rows = (BoundaryPatch(preconditions=list(rows)) if field == "preconditions"
+                     else BoundaryPatch(postconditions=list(rows)))
+    written = StatusPatch(boundary=boundary_rows) if _rows_differ(old, rows) else None
+    patch = merged(merged(decision.status or StatusPatch(), written), extra)
+    return dataclasses.replace(decision, status=None if patch == StatusPatch() else patch)
+
+
 def _fail(observed: Observed, message: str, *, reason: str, exit_code: int) -> Decision:
     """→ Failed with ``exitCode`` and a reason (docs/behaviour.md#failed), plus a Warning Event."""
     return phase_write(
@@ -435,6 +470,9 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
             rows = StatusPatch(boundary=BoundaryPatch(preconditions=list(result.rows)))
         if not result.satisfied:
             wait = _converging_wait(observed, observed.heartbeat_seconds)
+            typed = _cel_type_stall(observed, "preconditions", old, result.rows, requeue_after=wait)
+            if typed is not None:
+                return typed
             if not changed and _status_message(process) == "waiting on preconditions":
                 return Decision(requeue_after=wait)
             status = _message_write(observed, "waiting on preconditions", reason="PreconditionsUnmet")
@@ -552,6 +590,9 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
         old = process.status.boundary.postconditions if process.status is not None else []
         rows = result.rows
         if not result.satisfied:
+            typed = _cel_type_stall(observed, "postconditions", old, rows, requeue_after=wait, extra=fresh)
+            if typed is not None:
+                return typed
             if _rows_differ(old, rows) or _status_message(process) != "waiting on postconditions":
                 status = merged(_message_write(observed, "waiting on postconditions", reason="PostconditionsUnmet"),
                                 StatusPatch(boundary=BoundaryPatch(postconditions=list(rows))))
