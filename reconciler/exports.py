@@ -28,6 +28,7 @@ from shared.domain.manifests.batch import (
     Container,
     Job,
     JobSpec,
+    JobWaiting,
     ObservedJob,
     PodSpec,
     PodTemplateSpec,
@@ -48,8 +49,10 @@ __all__ = [
     "export_job_name",
     "export_runs",
     "gate_of",
+    "latest_warning",
     "receipt_config_map_name",
     "receipt_refs",
+    "without_pod",
 ]
 
 BACKOFF_LIMIT: Final = 1
@@ -177,7 +180,7 @@ class ExportState(Enum):
     START = "Start"
     """No Job (and no receipt of a finished run): its Job is to be applied."""
     RUNNING = "Running"
-    """Its Job exists and has not finished."""
+    """Its Job exists and has not finished (``detail``: why it has no pod, when it says)."""
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
@@ -190,6 +193,7 @@ class ExportRun:
     export: ExportSpec
     state: ExportState
     detail: str = ""
+    """Why it is invalid or failed; for a running one, why its Job has no pod (:class:`JobWaiting` text)."""
     lost: bool = False
     """Its Job is gone without a receipt of a finished run (deleted by hand): it is started again."""
 
@@ -226,13 +230,19 @@ def _evidence(receipt: ReceiptEnvelope | None, key: str) -> str:
 
 
 def export_runs(process: Process, gate: ProcessPhase, jobs: Mapping[int, ObservedJob],
-                receipts: Mapping[ChildRef, ChildState], *, started: bool) -> list[ExportRun]:
+                receipts: Mapping[ChildRef, ChildState], *, started: bool,
+                warnings: Mapping[int, JobWaiting] | None = None) -> list[ExportRun]:
     """Every applicable export of ``process`` at ``gate``, in list order, with its state.
 
     Args:
         jobs: cached export Jobs of this Process by export index.
         receipts: receipt ConfigMaps fetched beforehand (:func:`receipt_refs`), by ref.
         started: an earlier Releasing pass applied the Jobs, so a missing one was deleted (``lost``).
+        warnings: the latest Warning Event of each Job :func:`without_pod` names, fetched beforehand.
+
+    A running export's ``detail`` says why its Job has no pod: a condition holding the Job back
+    (:meth:`JobStatus.held`, e.g. ``Suspended``), else, for a Job without a pod, its latest Warning Event
+    (``FailedCreate: Error creating: pods "<job>-" is forbidden: …``); empty otherwise.
 
     A Job finishes on its ``Complete`` / ``Failed`` condition (:meth:`JobStatus.outcome`), not on
     ``status.failed > 0``: with ``backoffLimit: 1`` one failed pod is followed by a retry. A missing
@@ -257,7 +267,8 @@ def export_runs(process: Process, gate: ProcessPhase, jobs: Mapping[int, Observe
             continue
         outcome = job.status.outcome()
         if outcome is None:
-            out.append(ExportRun(index, export, ExportState.RUNNING))
+            waiting = job.status.held() or ((warnings or {}).get(index) if job.status.without_pod() else None)
+            out.append(ExportRun(index, export, ExportState.RUNNING, waiting.text() if waiting else ""))
         elif outcome:
             out.append(ExportRun(index, export, ExportState.SUCCEEDED))
         else:
@@ -282,3 +293,37 @@ def receipt_refs(process: Process, jobs: Mapping[int, ObservedJob]) -> list[Chil
 def count(runs: Sequence[ExportRun], *states: ExportState) -> int:
     """How many of ``runs`` are in one of ``states``."""
     return sum(1 for r in runs if r.state in states)
+
+
+def without_pod(process: Process, jobs: Mapping[int, ObservedJob]) -> dict[int, ObservedJob]:
+    """In Releasing, the cached Jobs of applicable exports that have no pod (:meth:`JobStatus.without_pod`)
+    and no condition holding them back: their Warning Events say why (docs/behaviour.md#releasing)."""
+    if process.phase is not _P.RELEASING:
+        return {}
+    out = {}
+    for index, _ in applicable(process, gate_of(process)):
+        job = jobs.get(index)
+        if job is not None and job.metadata.uid and job.status.without_pod() and job.status.held() is None:
+            out[index] = job
+    return out
+
+
+def latest_warning(events: Sequence[Mapping[str, object]], job_uid: str) -> JobWaiting | None:
+    """The reason and message of the newest Warning Event in ``events`` about the Job ``job_uid`` (by
+    ``involvedObject.uid``; newest by ``series.lastObservedTime``, ``lastTimestamp``, ``eventTime``, then
+    ``firstTimestamp``, all RFC 3339 in UTC so they compare as text); None when there is none."""
+    best: tuple[str, JobWaiting] | None = None
+    for event in events:
+        involved = event.get("involvedObject")
+        if event.get("type") != "Warning" or not isinstance(involved, Mapping) or involved.get("uid") != job_uid:
+            continue
+        series = event.get("series")
+        stamps = [series.get("lastObservedTime") if isinstance(series, Mapping) else None,
+                  event.get("lastTimestamp"), event.get("eventTime"), event.get("firstTimestamp")]
+        when = next((str(t) for t in stamps if isinstance(t, str) and t), "")
+        reason, message = event.get("reason"), event.get("message")
+        found = JobWaiting(reason=reason if isinstance(reason, str) and reason else "Warning",
+                           message=message if isinstance(message, str) else "")
+        if best is None or when >= best[0]:
+            best = (when, found)
+    return best[1] if best is not None else None

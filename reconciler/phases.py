@@ -667,7 +667,14 @@ def decide_reconverging(observed: Observed, deps: Deps) -> Decision:
     )
 
 
-_EXPORTS_STARTED = frozenset({"ExportsRunning", "ExportJobLost"})
+EXPORT_JOB_WAITING = "ExportJobWaiting"
+"""The Releasing reason while an export Job has no pod and its Job controller says why."""
+
+WAITING_JOB_POLL = 10.0
+"""Seconds between looks at an export Job the Job controller handled but that has no pod: the Warning
+Event saying why (``FailedCreate``), and its retries, change nothing on the Job that would wake us."""
+
+_EXPORTS_STARTED = frozenset({"ExportsRunning", "ExportJobLost", EXPORT_JOB_WAITING})
 """Condition reasons a Releasing pass that applied export Jobs writes."""
 
 
@@ -704,7 +711,8 @@ def decide_releasing(observed: Observed, deps: Deps) -> Decision:
     gate = exports.gate_of(process)
     nxt = _P.ZOMBIE if gate is _P.FAILED else _P.EXITING
     started = _exports_started(process)
-    runs = exports.export_runs(process, gate, observed.export_jobs, observed.children, started=started)
+    runs = exports.export_runs(process, gate, observed.export_jobs, observed.children, started=started,
+                               warnings=observed.export_job_warnings)
     if not runs:
         return phase_write(observed, nxt, f"releasing → {nxt.value} — no applicable exports", reason="Released",
                            requeue_after=TICK)
@@ -724,16 +732,22 @@ def decide_releasing(observed: Observed, deps: Deps) -> Decision:
     except RenderError as err:
         return _stalled(observed, f"cannot render export Jobs: {err}", reason="InvalidSpec")
     lost = [r for r in starting if r.lost]
-    message = f"releasing — waiting for {in_flight} export Job(s) (succeeded={succeeded}, failed={failed})"
-    reason = "ExportJobLost" if lost else "ExportsRunning"
+    held = [(r, f"export {r.index} (Job {exports.export_job_name(process, r.index)}): {r.detail}")
+            for r in runs if r.state is state.RUNNING and r.detail]
+    message = "; ".join([f"releasing — waiting for {in_flight} export Job(s) (succeeded={succeeded}, failed={failed})",
+                         *(why for _, why in held)])
+    reason = "ExportJobLost" if lost else EXPORT_JOB_WAITING if held else "ExportsRunning"
+    previous = _status_message(process) or ""
     events = _export_warnings(process, runs, invalid=not started, failed=False) + tuple(
         Event.warning("ExportJobLost", f"export {r.index}: Job {exports.export_job_name(process, r.index)} was "
                                        "deleted before it finished; starting it again")
-        for r in lost)
+        for r in lost) + tuple(Event.warning(EXPORT_JOB_WAITING, why) for _, why in held if why not in previous)
     conds = process.status.conditions if process.status is not None else []
-    same = _status_message(process) == message and any(c.type_ == "Ready" and c.reason == reason for c in conds)
+    same = previous == message and any(c.type_ == "Ready" and c.reason == reason for c in conds)
     status = None if same else _message_write(observed, message, reason=reason)
-    return Decision(apply=jobs, status=status, events=events, requeue_after=observed.heartbeat_seconds)
+    podless = any(job.status.without_pod() for job in observed.export_jobs.values())
+    requeue = min(observed.heartbeat_seconds, WAITING_JOB_POLL) if podless else observed.heartbeat_seconds
+    return Decision(apply=jobs, status=status, events=events, requeue_after=requeue)
 
 
 def _pending_signal(child: Process) -> ProcessSignal | None:

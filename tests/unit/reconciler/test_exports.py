@@ -24,14 +24,16 @@ from reconciler.exports import (
     export_job_name,
     export_runs,
     gate_of,
+    latest_warning,
     receipt_config_map_name,
     receipt_refs,
+    without_pod,
 )
 from reconciler.render import RenderError
 from shared.domain.api.codec import convert
 from shared.domain.api.phase import ProcessPhase as P
 from shared.domain.api.process import Process
-from shared.domain.manifests.batch import JobCondition, JobStatus, ObservedJob
+from shared.domain.manifests.batch import JobCondition, JobStatus, JobWaiting, ObservedJob
 from shared.kube.meta import ObjectMeta, as_json
 
 CREATED = datetime(2025, 6, 1, 11, 0, tzinfo=UTC)
@@ -266,3 +268,59 @@ def test_a_long_named_process_s_export_runs_under_the_cut_name() -> None:
     assert job_.metadata.name == cut_name(LONG_56, 0)
     args = job_.spec.template.spec.containers[0].args
     assert args[args.index("--receipt-configmap") + 1] == cut_name(LONG_56, 0) + "-receipt"
+
+
+def event(uid: str, reason: str, message: str, *, type_: str = "Warning", **stamps: Any) -> dict[str, Any]:
+    return {"type": type_, "reason": reason, "message": message,
+            "involvedObject": {"kind": "Job", "name": "pr-7-export-0", "uid": uid}, **stamps}
+
+
+@pytest.mark.parametrize(("events", "expected"), [
+    ([], None),
+    ([event("j", "FailedCreate", "Error creating: x", lastTimestamp="2025-06-01T11:00:00Z")],
+     JobWaiting(reason="FailedCreate", message="Error creating: x")),
+    ([event("j", "FailedCreate", "old", lastTimestamp="2025-06-01T11:00:00Z"),
+      event("j", "FailedCreate", "new", lastTimestamp="2025-06-01T11:05:00Z"),
+      event("j", "FailedCreate", "middle", lastTimestamp="2025-06-01T11:02:00Z")],
+     JobWaiting(reason="FailedCreate", message="new")),
+    ([event("j", "FailedCreate", "by series", eventTime="2025-06-01T11:00:00.000000Z",
+            series={"count": 3, "lastObservedTime": "2025-06-01T11:09:00.000000Z"}),
+      event("j", "FailedCreate", "by last", lastTimestamp="2025-06-01T11:05:00Z")],
+     JobWaiting(reason="FailedCreate", message="by series")),
+    ([event("other", "FailedCreate", "an earlier Job of the same name", lastTimestamp="2025-06-01T11:05:00Z"),
+      event("j", "SuccessfulCreate", "Created pod", type_="Normal", lastTimestamp="2025-06-01T11:06:00Z")], None),
+], ids=["no Event", "one Warning", "the newest of three", "a series counts by its last observation",
+        "another Job's Warning and a Normal Event are not reasons"])
+def test_the_latest_warning_of_a_job(events: list[dict[str, Any]], expected: JobWaiting | None) -> None:
+    assert latest_warning(events, "j") == expected
+
+
+PODLESS = JobStatus(start_time="2025-06-01T11:00:00Z")
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    (PODLESS, True),
+    (JobStatus(), False),
+    (JobStatus(start_time="2025-06-01T11:00:00Z", active=1), False),
+    (JobStatus(start_time="2025-06-01T11:00:00Z", failed=1), False),
+    (JobStatus(start_time="2025-06-01T11:00:00Z", succeeded=1), False),
+    (JobStatus(start_time="2025-06-01T11:00:00Z",
+               conditions=[JobCondition(type="Failed", status="True")]), False),
+], ids=["handled, no pod", "not handled by a Job controller yet", "a pod is active",
+        "a pod failed (a retry is on its way)", "a pod succeeded", "finished"])
+def test_which_jobs_have_no_pod(status: JobStatus, expected: bool) -> None:
+    assert status.without_pod() is expected
+    p = process([MARKER])
+    jobs = {0: ObservedJob(metadata=ObjectMeta(name="pr-7-export-0", namespace="previews", uid="j"), status=status)}
+    assert list(without_pod(p, jobs)) == ([0] if expected else [])
+    assert without_pod(process([MARKER], phase="Attested"), jobs) == {}
+
+
+def test_a_running_export_says_why_its_job_has_no_pod() -> None:
+    jobs = {0: ObservedJob(metadata=ObjectMeta(name="pr-7-export-0", uid="j"), status=PODLESS),
+            1: ObservedJob(metadata=ObjectMeta(name="pr-7-export-1", uid="k"),
+                           status=JobStatus(start_time="2025-06-01T11:00:00Z", active=1))}
+    warnings = {i: JobWaiting(reason="FailedCreate", message="Error creating: nope") for i in (0, 1)}
+    runs = export_runs(process([MARKER, MARKER]), P.ATTESTED, jobs, {}, started=True, warnings=warnings)
+    assert [(r.state, r.detail) for r in runs] == [(ExportState.RUNNING, "FailedCreate: Error creating: nope"),
+                                                   (ExportState.RUNNING, "")]
