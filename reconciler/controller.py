@@ -506,8 +506,9 @@ class ProcessReconciler:
         if self.prefetch is not None:
             prometheus, referenced = await self.prefetch.boundary_inputs(process, children.keys())
             receipts = await self.prefetch.release_inputs(process, export_jobs)
-            if prometheus or referenced or receipts:
-                observed = dataclasses.replace(observed, prometheus=prometheus,
+            warnings = await self.prefetch.job_warnings(process, export_jobs)
+            if prometheus or referenced or receipts or warnings:
+                observed = dataclasses.replace(observed, prometheus=prometheus, export_job_warnings=warnings,
                                                children={**receipts, **referenced, **children})
         return await self._with_cel(observed)
 

@@ -23,7 +23,7 @@ from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.api.signal import ProcessSignal
 from shared.domain.api.table import ClaimRecord
-from shared.domain.manifests.batch import Job, ObservedJob
+from shared.domain.manifests.batch import Job, JobWaiting, ObservedJob
 from shared.kube.events import Event
 
 __all__ = ["ChildSignal", "Decision", "Observed", "SignalCount", "Transition"]
@@ -53,6 +53,8 @@ class Observed:
         heartbeat_seconds: the Attested heartbeat / poll interval (HEARTBEAT, docs/behaviour.md#timing).
         export_jobs: this Process's export Jobs from the cache, by export index (docs/behaviour.md#releasing);
             in Releasing, ``children`` also holds the receipt ConfigMaps :func:`reconciler.exports.receipt_refs` names.
+        export_job_warnings: in Releasing, the latest Warning Event of each export Job that has no pod
+            (:func:`reconciler.exports.without_pod`), by export index.
         siblings: the other Processes sharing this one's ``maxConcurrent`` group, read in Pending
             (docs/behaviour.md#maxconcurrent).
         cel: the results of the phase's ``Cel`` expressions, evaluated beforehand in a bounded worker
@@ -72,6 +74,7 @@ class Observed:
     routes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     heartbeat_seconds: float = 30.0
     export_jobs: Mapping[int, ObservedJob] = field(default_factory=dict)
+    export_job_warnings: Mapping[int, JobWaiting] = field(default_factory=dict)
     siblings: tuple[Sibling, ...] = ()
     cel: Mapping[str, CelResult] | None = None
 

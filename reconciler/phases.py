@@ -245,6 +245,41 @@ def _cel_events(field: str, old: Sequence[CheckedCondition], new: Sequence[Check
     return tuple(events)
 
 
+CEL_TYPE_ERROR = "CelTypeError"
+"""The stall reason of a Cel condition whose expression gives a value that is not a bool and cannot
+become one (docs/behaviour.md#cel-conditions)."""
+
+
+def _cel_type_errors(field: str, rows: Sequence[CheckedCondition]) -> list[str]:
+    """``spec.boundary.<field>[<i>]: CEL expression '<e>' returned <kind>, not a bool`` per Cel row whose
+    result is a constant type error (:func:`reconciler.cel.constant_type_error`)."""
+    out = []
+    for i, row in enumerate(rows):
+        kind = cel.constant_type_error(row.message) if row.kind is ConditionKind.CEL else None
+        if kind is not None:
+            expression = row.params.get("expression") if isinstance(row.params, dict) else None
+            out.append(f"spec.boundary.{field}[{i}]: CEL expression {expression!r} returned {kind}, not a bool")
+    return out
+
+
+def _cel_type_stall(observed: Observed, field: str, old: Sequence[CheckedCondition],
+                    rows: Sequence[CheckedCondition], *, requeue_after: float | None,
+                    extra: StatusPatch | None = None) -> Decision | None:
+    """Stalled ``CelTypeError`` (one Warning, the rows written when they changed) when a Cel row of
+    ``field`` (``preconditions`` / ``postconditions``) is a constant type error; None otherwise. The
+    Process stays in its phase and is evaluated again: a row that becomes a bool lifts the stall, and the
+    boundary timeout still fails it (docs/behaviour.md#cel-conditions)."""
+    errors = _cel_type_errors(field, rows)
+    if not errors:
+        return None
+    decision = _stalled(observed, "; ".join(errors), reason=CEL_TYPE_ERROR, requeue_after=requeue_after)
+    boundary_rows = (BoundaryPatch(preconditions=list(rows)) if field == "preconditions"
+                     else BoundaryPatch(postconditions=list(rows)))
+    written = StatusPatch(boundary=boundary_rows) if _rows_differ(old, rows) else None
+    patch = merged(merged(decision.status or StatusPatch(), written), extra)
+    return dataclasses.replace(decision, status=None if patch == StatusPatch() else patch)
+
+
 def _fail(observed: Observed, message: str, *, reason: str, exit_code: int) -> Decision:
     """→ Failed with ``exitCode`` and a reason (docs/behaviour.md#failed), plus a Warning Event."""
     return phase_write(
@@ -443,6 +478,9 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
             rows = StatusPatch(boundary=BoundaryPatch(preconditions=list(result.rows)))
         if not result.satisfied:
             wait = _converging_wait(observed, observed.heartbeat_seconds)
+            typed = _cel_type_stall(observed, "preconditions", old, result.rows, requeue_after=wait)
+            if typed is not None:
+                return typed
             if not changed and _status_message(process) == "waiting on preconditions":
                 return Decision(requeue_after=wait)
             status = _message_write(observed, "waiting on preconditions", reason="PreconditionsUnmet")
@@ -560,6 +598,9 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
         old = process.status.boundary.postconditions if process.status is not None else []
         rows = result.rows
         if not result.satisfied:
+            typed = _cel_type_stall(observed, "postconditions", old, rows, requeue_after=wait, extra=fresh)
+            if typed is not None:
+                return typed
             if _rows_differ(old, rows) or _status_message(process) != "waiting on postconditions":
                 status = merged(_message_write(observed, "waiting on postconditions", reason="PostconditionsUnmet"),
                                 StatusPatch(boundary=BoundaryPatch(postconditions=list(rows))))
@@ -634,7 +675,14 @@ def decide_reconverging(observed: Observed, deps: Deps) -> Decision:
     )
 
 
-_EXPORTS_STARTED = frozenset({"ExportsRunning", "ExportJobLost"})
+EXPORT_JOB_WAITING = "ExportJobWaiting"
+"""The Releasing reason while an export Job has no pod and its Job controller says why."""
+
+WAITING_JOB_POLL = 10.0
+"""Seconds between looks at an export Job the Job controller handled but that has no pod: the Warning
+Event saying why (``FailedCreate``), and its retries, change nothing on the Job that would wake us."""
+
+_EXPORTS_STARTED = frozenset({"ExportsRunning", "ExportJobLost", EXPORT_JOB_WAITING})
 """Condition reasons a Releasing pass that applied export Jobs writes."""
 
 
@@ -671,7 +719,8 @@ def decide_releasing(observed: Observed, deps: Deps) -> Decision:
     gate = exports.gate_of(process)
     nxt = _P.ZOMBIE if gate is _P.FAILED else _P.EXITING
     started = _exports_started(process)
-    runs = exports.export_runs(process, gate, observed.export_jobs, observed.children, started=started)
+    runs = exports.export_runs(process, gate, observed.export_jobs, observed.children, started=started,
+                               warnings=observed.export_job_warnings)
     if not runs:
         return phase_write(observed, nxt, f"releasing → {nxt.value} — no applicable exports", reason="Released",
                            requeue_after=TICK)
@@ -691,16 +740,22 @@ def decide_releasing(observed: Observed, deps: Deps) -> Decision:
     except RenderError as err:
         return _stalled(observed, f"cannot render export Jobs: {err}", reason="InvalidSpec")
     lost = [r for r in starting if r.lost]
-    message = f"releasing — waiting for {in_flight} export Job(s) (succeeded={succeeded}, failed={failed})"
-    reason = "ExportJobLost" if lost else "ExportsRunning"
+    held = [(r, f"export {r.index} (Job {exports.export_job_name(process, r.index)}): {r.detail}")
+            for r in runs if r.state is state.RUNNING and r.detail]
+    message = "; ".join([f"releasing — waiting for {in_flight} export Job(s) (succeeded={succeeded}, failed={failed})",
+                         *(why for _, why in held)])
+    reason = "ExportJobLost" if lost else EXPORT_JOB_WAITING if held else "ExportsRunning"
+    previous = _status_message(process) or ""
     events = _export_warnings(process, runs, invalid=not started, failed=False) + tuple(
         Event.warning("ExportJobLost", f"export {r.index}: Job {exports.export_job_name(process, r.index)} was "
                                        "deleted before it finished; starting it again")
-        for r in lost)
+        for r in lost) + tuple(Event.warning(EXPORT_JOB_WAITING, why) for _, why in held if why not in previous)
     conds = process.status.conditions if process.status is not None else []
-    same = _status_message(process) == message and any(c.type_ == "Ready" and c.reason == reason for c in conds)
+    same = previous == message and any(c.type_ == "Ready" and c.reason == reason for c in conds)
     status = None if same else _message_write(observed, message, reason=reason)
-    return Decision(apply=jobs, status=status, events=events, requeue_after=observed.heartbeat_seconds)
+    podless = any(job.status.without_pod() for job in observed.export_jobs.values())
+    requeue = min(observed.heartbeat_seconds, WAITING_JOB_POLL) if podless else observed.heartbeat_seconds
+    return Decision(apply=jobs, status=status, events=events, requeue_after=requeue)
 
 
 def _pending_signal(child: Process) -> ProcessSignal | None:

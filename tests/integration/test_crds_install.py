@@ -454,6 +454,15 @@ async def test_a_pool_with_an_unknown_replacement_policy_is_rejected(
 _DURATION = "must be a duration: a number and a unit"
 _PID = "must be the PID path of the parent Process"
 _AP = {"chartRef": "oci://ghcr.io/pleme-io/charts/api", "version": "1.x"}
+_CHART = "must be a chart reference"
+_VERSION = "must be a chart version, a semver range or an OCI tag"
+_CHART_AT = {"processes": "intent", "ephemeralpools": "template"}
+
+
+def _with_chart(plural: str, key: str, value: str) -> dict[str, Any]:
+    """A spec whose one ``aplicacao`` (a Process's intent, a pool's member template) has ``key: value``."""
+    return {_CHART_AT[plural]: {"aplicacao": {**_AP, key: value}}}
+
 
 BAD_GRAMMAR = [
     pytest.param("processes", {"boundary": {"timeout": "banana"}}, "spec.boundary.timeout", _DURATION,
@@ -489,6 +498,18 @@ BAD_GRAMMAR = [
     pytest.param("ephemeralpools", {"template": {"aplicacao": _AP, "parent": "seph.1."}}, "spec.template.parent", _PID,
                  id="a member parent PID with a trailing dot"),
     pytest.param("ephemeralallocations", {"ttl": ""}, "spec.ttl", _DURATION, id="an empty allocation ttl"),
+    *(pytest.param(plural, _with_chart(plural, key, value), f"spec.{_CHART_AT[plural]}.aplicacao.{key}",
+                   _CHART if key == "chartRef" else _VERSION, id=why)
+      for plural, key, value, why in [
+          ("processes", "chartRef", "not a chart ref at all", "a chart ref in words"),
+          ("processes", "chartRef", "oci://", "an oci chart ref without a registry"),
+          ("processes", "chartRef", "https://charts.example/app", "a chart ref that is an https URL"),
+          ("processes", "chartRef", "repo/sub/chart", "a repository-style chart ref with two slashes"),
+          ("processes", "version", "???", "a chart version of question marks"),
+          ("processes", "version", ">= 1.0 ?", "a semver range with a stray character"),
+          ("ephemeralpools", "chartRef", "oci://ghcr.io/Org/App", "a member oci chart ref with capitals"),
+          ("ephemeralpools", "version", "1 .2", "a member chart version with a space inside"),
+      ]),
 ]
 
 
@@ -530,6 +551,12 @@ GOOD_GRAMMAR = [
     {"routing": {"hostnames": [{"app": "api", "cluster": "plo", "instance": "pr-7"}],
                  "backend": {"service": "a", "port": 80}}},
     {"encapsulates": {"kind": {"bareWorkload": {"namespace": "n", "selector": {"app": "api_v1.2", "tier": ""}}}}},
+    *({"intent": {"aplicacao": {"chartRef": ref, "version": "1.0.0"}}}
+      for ref in ("oci://ghcr.io/pleme-io/charts/lareira-demo-app", "oci://localhost:5000/charts/app", "oci://x",
+                  "bitnami/nginx", "flux-system.charts/my_chart-1.2", "podinfo")),
+    *({"intent": {"aplicacao": {"chartRef": "bitnami/nginx", "version": v}}}
+      for v in ("", "*", "1", "1.x", "6.X.*", "^1.2", "~1.2.3", "~> 1.2", ">=1.0.0 <2.0.0",
+                ">= 1.2, < 3.0.0 || >= 4.2.3", "1.2 - 1.4.5", "v1.2.3-rc.1+build.5", "!=1.3.0", "latest")),
 ]
 
 

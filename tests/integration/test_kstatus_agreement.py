@@ -154,6 +154,9 @@ async def drive(kc: KubeClient, ns: str) -> None:
     gated["spec"]["boundary"] = {"preconditions": [{"kind": "ProcessPhase",
                                                     "params": {"processRef": "absent", "phase": "Attested"}}]}
     await kc.create(PROCESSES, gated, ns)
+    typed = flux_process("typed")  # a CEL postcondition that returns a string: Stalled CelTypeError, kstatus Failed
+    typed["spec"]["boundary"] = {"postconditions": [{"kind": "Cel", "params": {"expression": "'ready'"}}]}
+    await kc.create(PROCESSES, typed, ns)
     await kc.create(EPHEMERAL_POOLS, pool_doc("pool", 1), ns)
     for name in ("web", "killed", "gone", "hand"):
         await reach(kc, PROCESSES, ns, name, "Attested")
@@ -190,6 +193,13 @@ async def drive(kc: KubeClient, ns: str) -> None:
         return ("Stalled", "True") in truths(now or {})
 
     await wait_for(stalled, timeout=TIMEOUT, what="selfish Stalled on its self-dependency")
+
+    async def type_error() -> bool:
+        now = await get(kc, PROCESSES, "typed", ns)
+        conds = {c["type"]: (c["status"], c["reason"]) for c in (now or {}).get("status", {}).get("conditions", [])}
+        return conds.get("Stalled") == ("True", "CelTypeError")
+
+    await wait_for(type_error, timeout=TIMEOUT, what="typed Stalled on its CEL type error")
 
     await reach(kc, EPHEMERAL_POOLS, ns, "pool", "Steady")
     await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("a1", "pool", ns), ns)
@@ -321,6 +331,11 @@ async def test_kstatus_and_kubectl_wait_agree_on_every_phase_of_every_kind(
 
     # 1. kstatus on every recorded version, against the docs' tables
     verdicts = judge.judge(written)
+    typed = [(o, v) for o, v in zip(written, verdicts, strict=True) if o["metadata"]["name"] == "typed"]
+    last_typed, last_verdict = max(typed, key=lambda ov: int(ov[0]["metadata"]["resourceVersion"]))
+    assert (last_typed["status"]["phase"], last_verdict.status) == ("Running", "Failed")
+    assert last_typed["status"]["message"] == (
+        "spec.boundary.postconditions[0]: CEL expression \"'ready'\" returned string, not a bool")
     wrong = [(o["kind"], o["metadata"]["name"], o["status"].get("phase"), truths(o), v.status, expected(o))
              for o, v in zip(written, verdicts, strict=True) if v.status != expected(o)]
     assert wrong == [], "\n".join(map(str, wrong))

@@ -17,7 +17,8 @@ Exactly the API calls tatara-reconciler makes (least privilege). Sources:
   their Process, and ttlSecondsAfterFinished before that.
 - Receipt ConfigMaps: GET only, for JobAttested / ClosedLoopAuth conditions and export receipts in
   Releasing (reconciler/prefetch.py).
-- Events: create, and patch of a repeated Event's count (shared/kube/events.py).
+- Events: create, and patch of a repeated Event's count (shared/kube/events.py); list, with a field
+  selector, for the Warning Events of an export Job that has no pod (reconciler/prefetch.py).
 - Discovery: GET /apis/<group>/<version> to map kinds to resources (shared/kube/discovery.py).
 Leases are granted by the namespaced Role in leader-election-rbac.yaml.
 */}}
@@ -54,7 +55,7 @@ Leases are granted by the namespaced Role in leader-election-rbac.yaml.
   verbs: ["get"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create", "patch", "list"]
 - nonResourceURLs: ["/api", "/api/*", "/apis", "/apis/*"]
   verbs: ["get"]
 {{- end }}
