@@ -15,7 +15,10 @@ One order for both kinds (a decision leaves out the steps it has nothing for):
    comes back in :data:`RETRY_AFTER_CONFLICT` seconds;
 5. **reset Jobs**, server-side applied as :data:`FIELD_MANAGER`;
 6. **the ``/status`` merge patch**, skipped when it changes nothing; guarded by the resourceVersion the
-   decision was made on when the controller read the object live (a 409 means "decide again");
+   decision was made on when the controller read the object live (a 409 means "decide again"). The
+   resourceVersion an allocation's status write returns is remembered in :attr:`Executor.allocation_writes`,
+   so the controller does not decide again on a cache that does not show it yet (which wrote each
+   Queued status twice: docs/behaviour.md#allocation-phases);
 7. **Events**;
 8. **the result**: requeue after ``decision.requeue_after``.
 
@@ -48,6 +51,7 @@ from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Result
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.events import Event, EventRecorder
+from shared.kube.expectations import WriteExpectations
 from shared.kube.meta import ObjectMeta
 from shared.kube.patch import apply, patch_status
 
@@ -76,12 +80,17 @@ class Executor:
         client: the shared API client.
         recorder: Event recorder.
         metrics: domain metrics.
+
+    Attributes:
+        allocation_writes: per ``<ns>/<name>``, the resourceVersion of the last allocation status write,
+            until the allocation cache shows it (read by the allocation controller).
     """
 
     def __init__(self, client: KubeClient, recorder: EventRecorder, metrics: PoolMetrics) -> None:
         self.client = client
         self.recorder = recorder
         self.metrics = metrics
+        self.allocation_writes = WriteExpectations()
         self._returns = SeenReturns()
 
     async def execute_pool(self, pool: EphemeralPool, decision: PoolDecision) -> Result:
@@ -134,11 +143,14 @@ class Executor:
             await self._member_patch(ns, decision.member_patch)
         if decision.status is not None:
             try:
-                await patch_status(self.client, EPHEMERAL_ALLOCATIONS, ns, name, decision.status,
-                                   current=allocation, resource_version=resource_version)
+                written = await patch_status(self.client, EPHEMERAL_ALLOCATIONS, ns, name, decision.status,
+                                             current=allocation, resource_version=resource_version)
             except Conflict:
                 log.info("allocation %s/%s changed since it was read; deciding again", ns, name)
                 return Result.after(RETRY_AFTER_CONFLICT)
+            if written is not None:
+                self.allocation_writes.wrote(f"{ns}/{name}", msgspec.json.decode(written, type=_Stored)
+                                             .metadata.resource_version)
             if decision.status.phase is AllocationPhase.RELEASED:
                 self.metrics.releases.labels("released").inc()
         await self._events(EPHEMERAL_ALLOCATIONS, allocation, decision.events)
