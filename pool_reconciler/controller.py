@@ -6,10 +6,10 @@ decision says ``released`` (no member left); the ``tatara.pleme.io/allocation-fi
 allocation that is not Released or Failed and comes off a deleting one once it holds no member
 (docs/behaviour.md#pool-finalizer, docs/behaviour.md#allocation-finalizer). A bind is decided on the
 live allocation (:func:`shared.kube.live.decide_on_live`, one GET per bind), never on a cache that may
-lag our own last write (docs/runtime.md#deciding-on-the-live-object); and no allocation is decided on a
-cache that does not show its last status write yet (:class:`shared.kube.expectations.WriteExpectations`,
-docs/runtime.md#own-writes): the finalizer's own watch event woke a second pass that, on the cache of
-before the write, wrote Queued again.
+lag our own last write (docs/runtime.md#deciding-on-the-live-object); and no pool or allocation is decided
+on a cache that does not show its last status write yet (:class:`shared.kube.expectations.WriteExpectations`,
+docs/runtime.md#own-writes): the finalizer's own watch event woke a second allocation pass that, on the
+cache of before the write, wrote Queued again, and a pool pass woke by a member sent its Warning twice.
 
 Unlike the reference, which watches only its primary kinds and so learns of member changes only on
 the heartbeat (docs/divergences.md#pool-reconciler-watches), both controllers watch secondary kinds:
@@ -150,9 +150,14 @@ class PoolReconciler:
                             reset_image=self.reset_image, heartbeat_seconds=self.heartbeat_seconds)
 
     async def reconcile(self, request: Request) -> Result:
-        pool = self.pools.get(str(request))
+        key = str(request)
+        pool = self.pools.get(key)
         if pool is None:
+            self.executor.pool_writes.forget(key)
             return Result.done()  # gone: the POOL finalizer kept it until its members were reaped
+        if self.executor.pool_writes.lagging(key, pool.metadata.resource_version):
+            # the cache does not show our last status write yet: deciding now would write it (and its Events) again
+            return Result(requeue_after=LAG_REQUEUE_SECONDS, urgent=True)
         with log_context(phase=pool.status.phase.value if pool.status else ""):
             return await finalize(self.executor.client, EPHEMERAL_POOLS, fin.POOL, pool, self._pass)
 

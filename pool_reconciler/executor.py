@@ -16,9 +16,9 @@ One order for both kinds (a decision leaves out the steps it has nothing for):
 5. **reset Jobs**, server-side applied as :data:`FIELD_MANAGER`;
 6. **the ``/status`` merge patch**, skipped when it changes nothing; guarded by the resourceVersion the
    decision was made on when the controller read the object live (a 409 means "decide again"). The
-   resourceVersion an allocation's status write returns is remembered in :attr:`Executor.allocation_writes`,
-   so the controller does not decide again on a cache that does not show it yet (which wrote each
-   Queued status twice: docs/behaviour.md#allocation-phases);
+   resourceVersion each status write returns is remembered (:attr:`Executor.pool_writes`,
+   :attr:`Executor.allocation_writes`), so the controllers do not decide again on a cache that does not
+   show it yet (which wrote each Queued status twice, and sent a pool's Warning twice: docs/runtime.md#own-writes);
 7. **Events**;
 8. **the result**: requeue after ``decision.requeue_after``.
 
@@ -82,14 +82,15 @@ class Executor:
         metrics: domain metrics.
 
     Attributes:
-        allocation_writes: per ``<ns>/<name>``, the resourceVersion of the last allocation status write,
-            until the allocation cache shows it (read by the allocation controller).
+        pool_writes / allocation_writes: per ``<ns>/<name>``, the resourceVersion of the last pool /
+            allocation status write, until that cache shows it (read by the controllers).
     """
 
     def __init__(self, client: KubeClient, recorder: EventRecorder, metrics: PoolMetrics) -> None:
         self.client = client
         self.recorder = recorder
         self.metrics = metrics
+        self.pool_writes = WriteExpectations()
         self.allocation_writes = WriteExpectations()
         self._returns = SeenReturns()
 
@@ -122,7 +123,8 @@ class Executor:
         for job in decision.apply:
             await apply(self.client, JOBS, job, field_manager=FIELD_MANAGER)
         if decision.status is not None:
-            await patch_status(self.client, EPHEMERAL_POOLS, ns, name, decision.status, current=pool)
+            written = await patch_status(self.client, EPHEMERAL_POOLS, ns, name, decision.status, current=pool)
+            self._wrote(self.pool_writes, ns, name, written)
         await self._events(EPHEMERAL_POOLS, pool, decision.events)
         return Result.after(RETRY_AFTER_CONFLICT) if lost else Result(requeue_after=decision.requeue_after)
 
@@ -148,9 +150,7 @@ class Executor:
             except Conflict:
                 log.info("allocation %s/%s changed since it was read; deciding again", ns, name)
                 return Result.after(RETRY_AFTER_CONFLICT)
-            if written is not None:
-                self.allocation_writes.wrote(f"{ns}/{name}", msgspec.json.decode(written, type=_Stored)
-                                             .metadata.resource_version)
+            self._wrote(self.allocation_writes, ns, name, written)
             if decision.status.phase is AllocationPhase.RELEASED:
                 self.metrics.releases.labels("released").inc()
         await self._events(EPHEMERAL_ALLOCATIONS, allocation, decision.events)
@@ -184,6 +184,12 @@ class Executor:
             log.info("member %s/%s is gone (%s); deciding again", ns, patch.name, patch.reason)
             return None
         return msgspec.json.decode(raw, type=_Stored).metadata
+
+    @staticmethod
+    def _wrote(expectations: WriteExpectations, ns: str, name: str, written: bytes | None) -> None:
+        """Remember the resourceVersion a status write returned (none when nothing was sent)."""
+        if written is not None:
+            expectations.wrote(f"{ns}/{name}", msgspec.json.decode(written, type=_Stored).metadata.resource_version)
 
     def _count_return(self, ns: str, patch: MemberPatch, stored: ObjectMeta) -> None:
         mark = return_mark(ns, patch, stored)

@@ -10,6 +10,8 @@ reconcilers and a Flux stand-in running:
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections import defaultdict
 from typing import Any
 
@@ -30,6 +32,7 @@ from tests.integration.pool_reconciler.test_pool_allocation import (
 )
 from tests.integration.pool_reconciler.test_pool_scenarios import capped_pool
 from tests.support.kube import wait_for
+from tools.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 
@@ -51,8 +54,21 @@ async def event_counts(kc: KubeClient, ns: str, reason: str) -> dict[str, int]:
     return dict(out)
 
 
+def kubectl_wait(control_plane: LocalControlPlane, ns: str, name: str, condition: str) -> bool:
+    """``kubectl wait --for=condition=<condition> --timeout=0s`` on pool ``name`` (check once): True when it
+    succeeds. Skips the test when there is no ``kubectl`` on PATH."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("no kubectl on PATH")
+    done = subprocess.run([kubectl, "--kubeconfig", str(control_plane.kubeconfig), "-n", ns, "wait",
+                           f"ephemeralpools.tatara.pleme.io/{name}", f"--for=condition={condition}", "--timeout=0s"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode == 0
+
+
 async def test_a_pool_that_max_size_keeps_below_its_target_is_stalled_with_the_numbers(
-    kc: KubeClient, namespace: str
+    kc: KubeClient, namespace: str, control_plane: LocalControlPlane
 ) -> None:
     async with both_running(kc, namespace) as running:
         await kc.create(EPHEMERAL_POOLS, capped_pool("cap", 1, 1), namespace)
@@ -76,6 +92,9 @@ async def test_a_pool_that_max_size_keeps_below_its_target_is_stalled_with_the_n
                                     "Reconciling": ("False", "MaxSizeReached", text),
                                     "Stalled": ("True", "MaxSizeReached", text)}
         assert (await event_counts(kc, namespace, "MaxSizeReached")).get("cap") == 1
+        # what a user's wait sees: Stalled holds now; Ready does not (docs/behaviour.md#pool-max-size-reached)
+        assert (kubectl_wait(control_plane, namespace, "cap", "Stalled"),
+                kubectl_wait(control_plane, namespace, "cap", "Ready")) == (True, False)
 
         await kc.merge_patch(EPHEMERAL_POOLS, "cap", {"spec": {"maxSize": 2}}, namespace)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -149,6 +150,22 @@ async def test_a_cache_behind_our_own_queued_write_writes_it_no_second_time() ->
     assert [c.path for c in client.calls if c.path.endswith("/status")] == ["ephemeralallocations/alloc-1/status"]
     assert settled.requeue_after is not None
     assert settled.requeue_after > 0.05
+
+
+@pytest.mark.anyio
+async def test_a_pool_cache_behind_our_own_status_write_writes_it_and_its_warning_no_second_time() -> None:
+    # issue 28: a pass woken by a member on the cache of before the MaxSizeReached write warned again
+    cached = pool(1, max_size=1)
+    cached = msgspec.structs.replace(cached, metadata=msgspec.structs.replace(cached.metadata, resource_version="1"))
+    client = FakeClient({"ephemeralpools/test-pool": _stored(cached, "3")})
+    held = process("a", ephemeral=True, annotations={ann.ALLOCATION: "x", ann.REQUESTOR: "pools/x"})
+    reconciler = _pools(client, cached, [held])
+    await reconciler.reconcile(Request("pools", "test-pool"))
+    again = await reconciler.reconcile(Request("pools", "test-pool"))  # the cache still shows version 1
+    assert [c.path for c in client.calls if c.verb == "patch"] == ["ephemeralpools/test-pool/status"]
+    assert [c.body["reason"] for c in client.calls if c.verb == "create" and c.path.startswith("events/")] == [
+        "MaxSizeReached"]
+    assert (again.requeue_after, again.urgent) == (0.05, True)
 
 
 # ── finalizers ───────────────────────────────────────────────────────────────
