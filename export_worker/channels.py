@@ -3,11 +3,13 @@
 — docs/behaviour.md#the-export-worker. Each shipper only executes; what its result means is
 :mod:`export_worker.outcome`. Every failure becomes an outcome, never an exception:
 
-* HTTP: POST of the compact bytes with ``Content-Type: application/json`` and ``X-Tatara-Signal-Type``,
-  15 s for the whole exchange; 2xx → Shipped, another status → Rejected ``HTTP <code> <reason>``, no
-  answer → Failed ``HTTP error: …``;
-* NATS: connect (once, no reconnects) → Failed ``NATS connect: …``; the publish cannot be sent → Rejected
-  ``NATS publish: …``; no acknowledgement, or a JetStream error in it → Failed ``NATS ack: …``;
+* HTTP: POST of the compact bytes with ``Content-Type: application/json``, ``X-Tatara-Signal-Type`` and,
+  given a key, ``Idempotency-Key``, 15 s for the whole exchange; 2xx → Shipped, another status → Rejected
+  ``HTTP <code> <reason>``, no answer → Failed ``HTTP error: …``;
+* NATS: connect (once, no reconnects) → Failed ``NATS connect: …``; the publish (with ``Nats-Msg-Id`` given a
+  key) cannot be sent → Rejected ``NATS publish: …``; no acknowledgement, or a JetStream error in it → Failed
+  ``NATS ack: …``; an acknowledgement saying ``duplicate`` → Shipped, duplicate, with the bytes of the message
+  the stream kept when they can be read back (docs/behaviour.md#exactly-once-where-the-sink-allows-it);
 * stdout: one line of compact JSON, or pretty JSON, then a newline → Shipped;
 * a channel union with zero or several slots → Failed ``channel: <union error>``.
 """
@@ -22,19 +24,28 @@ import anyio
 import nats
 import nats.errors
 import nats.js.errors
+from nats.js.api import PubAck
+from nats.js.client import JetStreamContext
 
 from export_worker.event import ExportEvent, expand_subject
 from export_worker.outcome import ExportOutcome, http_outcome
 from shared.domain.api.export import HttpEventChannel, NatsSubjectChannel, StdoutChannel, VectorChannel
 from shared.domain.api.tagged_union import VariantError
+from shared.domain.export_key import idempotency_key_header
 
-__all__ = ["HTTP_TIMEOUT", "NATS_TIMEOUT", "ship"]
+__all__ = ["HTTP_TIMEOUT", "IDEMPOTENCY_KEY", "NATS_MSG_ID", "NATS_TIMEOUT", "carries_key", "ship"]
 
 HTTP_TIMEOUT: Final = 15.0
 """Seconds for one HTTP export, connect to last byte (the reference's client timeout)."""
 
 NATS_TIMEOUT: Final = 15.0
 """Seconds to connect to NATS, and again to wait for the JetStream acknowledgement."""
+
+NATS_MSG_ID: Final = "Nats-Msg-Id"
+"""The JetStream header a stream de-duplicates publishes by, within its duplicate window."""
+
+IDEMPOTENCY_KEY: Final = "Idempotency-Key"
+"""The HTTP header carrying the key (the IETF httpapi idempotency-key draft)."""
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +54,11 @@ def _text(err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
-async def ship_http(channel: HttpEventChannel, event_bytes: bytes) -> ExportOutcome:
-    """POST ``event_bytes`` to the channel's endpoint."""
+async def ship_http(channel: HttpEventChannel, event_bytes: bytes, key: str | None = None) -> ExportOutcome:
+    """POST ``event_bytes`` to the channel's endpoint, with ``Idempotency-Key`` when ``key`` is given."""
     headers = {"Content-Type": "application/json", "X-Tatara-Signal-Type": channel.signal_type}
+    if key is not None:
+        headers[IDEMPOTENCY_KEY] = idempotency_key_header(key)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT)) as session, \
                 session.post(channel.resolved_endpoint, data=event_bytes, headers=headers) as response:
@@ -57,9 +70,24 @@ async def ship_http(channel: HttpEventChannel, event_bytes: bytes) -> ExportOutc
         return ExportOutcome.failed(f"HTTP error: {_text(err)}")
 
 
-async def ship_nats(channel: NatsSubjectChannel, event_bytes: bytes, run_id: str) -> ExportOutcome:
-    """Publish ``event_bytes`` to JetStream on the expanded subject and wait for the acknowledgement
-    (``stream`` is not checked, as in the reference)."""
+async def _stored(js: JetStreamContext, ack: PubAck, key: str) -> bytes | None:
+    """The bytes of the message a duplicate acknowledgement points at (``ack.stream``, ``ack.seq``), when it
+    can be read and still carries ``key``; None otherwise (no permission, gone, another message)."""
+    try:
+        message = await js.get_msg(ack.stream, ack.seq)
+    except (nats.errors.Error, OSError) as err:
+        log.warning("nats: the duplicate's message %s/%d cannot be read: %s", ack.stream, ack.seq, _text(err))
+        return None
+    if (message.headers or {}).get(NATS_MSG_ID) != key:
+        log.warning("nats: message %s/%d does not carry %s %s", ack.stream, ack.seq, NATS_MSG_ID, key)
+        return None
+    return message.data or b""
+
+
+async def ship_nats(channel: NatsSubjectChannel, event_bytes: bytes, run_id: str,
+                    key: str | None = None) -> ExportOutcome:
+    """Publish ``event_bytes`` to JetStream on the expanded subject, with ``Nats-Msg-Id: key`` when given, and
+    wait for the acknowledgement (``stream`` is not checked, as in the reference)."""
     seen: list[Exception] = []
 
     async def record(err: Exception) -> None:
@@ -76,7 +104,12 @@ async def ship_nats(channel: NatsSubjectChannel, event_bytes: bytes, run_id: str
         cause = f" ({_text(seen[-1])})" if seen and seen[-1] is not err else ""
         return ExportOutcome.failed(f"NATS connect: {_text(err)}{cause}")
     try:
-        await client.jetstream(timeout=NATS_TIMEOUT).publish(expand_subject(channel.subject, run_id), event_bytes)
+        js = client.jetstream(timeout=NATS_TIMEOUT)
+        headers = {NATS_MSG_ID: key} if key is not None else None
+        ack = await js.publish(expand_subject(channel.subject, run_id), event_bytes, headers=headers)
+        if ack.duplicate and key is not None:
+            log.info("nats: %s/%d already holds %s %s: not stored again", ack.stream, ack.seq, NATS_MSG_ID, key)
+            return ExportOutcome.shipped(duplicate=True, stored=await _stored(js, ack, key))
         return ExportOutcome.shipped()
     except (nats.js.errors.NoStreamResponseError, nats.errors.TimeoutError, nats.js.errors.APIError) as err:
         return ExportOutcome.failed(f"NATS ack: {_text(err)}")
@@ -96,15 +129,25 @@ def ship_stdout(channel: StdoutChannel, event: ExportEvent, out: TextIO) -> Expo
     return ExportOutcome.shipped()
 
 
+def carries_key(channel: VectorChannel) -> bool:
+    """Whether shipping over ``channel`` sends the idempotency key: HTTP and NATS do, stdout and a channel union
+    that does not resolve do not."""
+    try:
+        return isinstance(channel.variant(), HttpEventChannel | NatsSubjectChannel)
+    except VariantError:
+        return False
+
+
 async def ship(channel: VectorChannel, event: ExportEvent, event_bytes: bytes, run_id: str,
-               out: TextIO) -> ExportOutcome:
-    """Ship one event over ``channel``; ``event_bytes`` is ``event.compact()``."""
+               out: TextIO, key: str | None = None) -> ExportOutcome:
+    """Ship one event over ``channel``; ``event_bytes`` is ``event.compact()``, ``key`` the idempotency key
+    (docs/wire-format.md#export-idempotency-keys; stdout has no use for it)."""
     try:
         variant = channel.variant()
     except VariantError as err:
         return ExportOutcome.failed(f"channel: {err}")
     if isinstance(variant, HttpEventChannel):
-        return await ship_http(variant, event_bytes)
+        return await ship_http(variant, event_bytes, key)
     if isinstance(variant, NatsSubjectChannel):
-        return await ship_nats(variant, event_bytes, run_id)
+        return await ship_nats(variant, event_bytes, run_id, key)
     return ship_stdout(variant, event, out)

@@ -2,7 +2,8 @@
 
 The reference's command line, as an export Job passes it: ``--spec <ExportSpec JSON>`` (or ``--spec-json
 <file>``), ``--process-namespace``, ``--process-name``, ``--receipt-configmap``, optionally
-``--previous-root`` and ``--receipt-key`` (default ``receipt.yaml``). Each flag falls back to its environment
+``--previous-root`` and ``--receipt-key`` (default ``receipt.yaml``), and ours, ``--idempotency-key`` (the key a sink
+de-duplicates a retried export by; docs/wire-format.md#export-idempotency-keys). Each flag falls back to its environment
 variable, then to its default. A missing or unparsable value exits with status 2 and a message naming the
 flag or variable; no receipt is written then (there is no export to attest).
 """
@@ -20,6 +21,7 @@ import msgspec
 from shared.domain import flags
 from shared.domain.api.codec import wire_decoder
 from shared.domain.api.export import ExportSpec
+from shared.domain.export_key import idempotency_key_header
 from shared.domain.flags import ConfigError, Option
 
 __all__ = ["ConfigError", "WorkerConfig", "build_parser", "parse_config", "parse_or_exit"]
@@ -35,6 +37,7 @@ class WorkerConfig:
     receipt_configmap: str
     previous_root: str | None = None
     receipt_key: str = "receipt.yaml"
+    idempotency_key: str | None = None
     log_level: str = "info"
 
     @property
@@ -57,6 +60,9 @@ _OPTIONS: Final = (
            "Composed root the receipt chains on (the Process's attestation root); empty: none.", "HEX"),
     Option("--receipt-key", "TATARA_RECEIPT_KEY", "receipt.yaml", flags.text,
            "Key of the receipt in the ConfigMap's data.", "KEY"),
+    Option("--idempotency-key", "TATARA_IDEMPOTENCY_KEY", "", flags.text,
+           "Sent as Nats-Msg-Id (NATS) and Idempotency-Key (HTTP) so a sink de-duplicates a retry; "
+           "empty: none.", "KEY"),
     Option("--log-level", "TATARA_LOG_LEVEL", "info", flags.log_level,
            f"Log level: {', '.join(flags.LOG_LEVELS)}.", "LEVEL"),
 )
@@ -90,7 +96,8 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
 
     Raises:
         ConfigError: an unknown flag, a required value missing, neither or both of ``--spec`` and
-            ``--spec-json``, an unreadable spec file, or a spec that is not an ExportSpec.
+            ``--spec-json``, an unreadable spec file, a spec that is not an ExportSpec, or an idempotency key
+            that no header can carry.
     """
     values = flags.resolve_all(_OPTIONS, build_parser(), argv, environ or {}, log_level_env="TATARA_LOG_LEVEL")
     for option in _OPTIONS:
@@ -108,6 +115,12 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
     else:
         spec = _spec(inline, "--spec")
     values["previous_root"] = values["previous_root"] or None
+    values["idempotency_key"] = values["idempotency_key"] or None
+    if values["idempotency_key"] is not None:
+        try:
+            idempotency_key_header(values["idempotency_key"])
+        except ValueError as err:
+            raise ConfigError(f"--idempotency-key: {err}") from None
     return WorkerConfig(spec=spec, **values)
 
 

@@ -26,14 +26,22 @@ class OutcomeKind(ClosedSet):
 
 @dataclass(frozen=True)
 class ExportOutcome:
-    """``kind`` and, unless Shipped, the message saying why."""
+    """``kind`` and, unless Shipped, the message saying why.
+
+    A Shipped outcome may also say that the sink already held the message (``duplicate``: JetStream's
+    acknowledgement said so, for a retry within the stream's duplicate window) and what the sink holds
+    (``stored``: the bytes of that earlier message, when they could be read back); neither is part of
+    :meth:`wire` (docs/wire-format.md#export-receipts)."""
 
     kind: OutcomeKind
     message: str | None = None
+    duplicate: bool = False
+    stored: bytes | None = None
 
     @classmethod
-    def shipped(cls) -> ExportOutcome:
-        return cls(OutcomeKind.SHIPPED)
+    def shipped(cls, *, duplicate: bool = False, stored: bytes | None = None) -> ExportOutcome:
+        """The sink took the event; ``duplicate`` when it already held it under the same idempotency key."""
+        return cls(OutcomeKind.SHIPPED, duplicate=duplicate, stored=stored)
 
     @classmethod
     def rejected(cls, message: str) -> ExportOutcome:

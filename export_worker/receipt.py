@@ -49,24 +49,32 @@ def intent_hash(spec: ExportSpec) -> str:
 
 
 def export_receipt(*, spec: ExportSpec, event_bytes: bytes, outcome: ExportOutcome, previous_root: str | None,
-                   run_id: str, process_ref: str, now: datetime,
-                   skipped_receipts: int | None = None) -> ReceiptEnvelope:
+                   run_id: str, process_ref: str, now: datetime, skipped_receipts: int | None = None,
+                   idempotency_key: str | None = None) -> ReceiptEnvelope:
     """The receipt of one export run.
 
-    ``evidence`` is ``{error (unless shipped), outcome, run_id, shipped_bytes_len[, skipped_receipts]}``:
-    ``shipped_bytes_len`` is ``len(event_bytes)`` (0 when no event was built because the source could not
-    be read); ``skipped_receipts`` (receipts source only) counts ConfigMap values that did not parse as a
+    ``evidence`` is ``{[duplicate,] error (unless shipped), [idempotency_key,] outcome, run_id,
+    shipped_bytes_len[, skipped_receipts]}``: ``shipped_bytes_len`` counts the bytes the sink took — the
+    artifact's length when Shipped, 0 when Rejected or Failed (docs/divergences.md#export-shipped-bytes);
+    ``duplicate: true`` when the sink said it already held the message, whose bytes (``outcome.stored``, when
+    read back) are then the artifact, since they are what the sink holds; ``idempotency_key`` is the key the
+    sink was sent; ``skipped_receipts`` (receipts source only) counts ConfigMap values that did not parse as a
     receipt.
     """
+    artifact = outcome.stored if outcome.stored is not None else event_bytes
     evidence: dict[str, Any] = {}
+    if outcome.duplicate:
+        evidence["duplicate"] = True
     if not outcome.is_shipped:
         evidence["error"] = outcome.message or ""
+    if idempotency_key is not None:
+        evidence["idempotency_key"] = idempotency_key
     evidence["outcome"] = outcome.kind.value
     evidence["run_id"] = run_id
-    evidence["shipped_bytes_len"] = len(event_bytes)
+    evidence["shipped_bytes_len"] = len(artifact) if outcome.is_shipped else 0
     if skipped_receipts is not None:
         evidence["skipped_receipts"] = skipped_receipts
-    envelope = ReceiptEnvelope.build(kind=EXPORT_RECEIPT_KIND, intent=intent_hash(spec), artifact=_hex(event_bytes),
+    envelope = ReceiptEnvelope.build(kind=EXPORT_RECEIPT_KIND, intent=intent_hash(spec), artifact=_hex(artifact),
                                      control=_hex(canonical_json(outcome.wire(), sort_keys=True)),
                                      previous=previous_root, generated_at=now)
     return msgspec.structs.replace(envelope, process_ref=process_ref, evidence=evidence)

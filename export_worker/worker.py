@@ -3,8 +3,11 @@
 — docs/behaviour.md#the-export-worker. Every path ends with a receipt: a source that cannot be read, a
 channel union that does not resolve and an unreachable sink all become a Failed (or Rejected) outcome that
 the receipt records, and the worker exits 1. A rerun (a Job retry after the worker was killed) ships again
-and overwrites the receipt (server-side apply, forced). After the receipt, an Event on the Process says what
-happened (Normal ``ExportShipped``, Warning ``ExportRejected`` / ``ExportFailed``), and a Warning
+and overwrites the receipt (server-side apply, forced); with ``--idempotency-key`` the sink can tell the rerun
+from a new export (JetStream drops it within its duplicate window and says so, which the receipt records —
+docs/behaviour.md#exactly-once-where-the-sink-allows-it). After the receipt, an Event on the Process says what
+happened (Normal ``ExportShipped``, saying so when the sink reported a duplicate; Warning ``ExportRejected`` /
+``ExportFailed``), and a Warning
 ``ReceiptsSkipped`` names the annotated ConfigMap values a receipts source could not parse.
 """
 
@@ -20,7 +23,7 @@ from typing import Final, TextIO
 import anyio
 import msgspec
 
-from export_worker.channels import ship
+from export_worker.channels import carries_key, ship
 from export_worker.config import WorkerConfig
 from export_worker.event import build_event, resolve_run_id, signal_type_of
 from export_worker.outcome import ExportOutcome, OutcomeKind
@@ -106,6 +109,8 @@ async def _announce(client: KubeClient, config: WorkerConfig, outcome: ExportOut
     message = f"export receipt {config.receipt_configmap}: {kind.value}"
     if outcome.message:
         message += f": {outcome.message}"
+    if outcome.duplicate:
+        message += f" (duplicate: the sink already held export {config.idempotency_key}; nothing stored twice)"
     recorder = EventRecorder(client, FIELD_MANAGER, os.environ.get("HOSTNAME", FIELD_MANAGER)[:128])
     event_type = EventType.NORMAL if outcome.is_shipped else EventType.WARNING
     involved = msgspec.json.decode(process)
@@ -145,18 +150,23 @@ async def run_export(client: KubeClient, config: WorkerConfig, *, now: Callable[
                             now=now())
         event_bytes = event.compact()
         try:
-            outcome = await ship(spec.channel, event, event_bytes, run_id, out)
+            outcome = await ship(spec.channel, event, event_bytes, run_id, out, config.idempotency_key)
         except Exception as err:  # the shippers turn every failure they know into an outcome; this is the rest
             log.exception("shipping failed unexpectedly")
             outcome = ExportOutcome.failed(f"channel: {type(err).__name__}: {err}")
-    if outcome.is_shipped:
+    if outcome.duplicate:
+        log.info("the sink already held this export (key %s, run id %s): not shipped twice",
+                 config.idempotency_key, run_id)
+    elif outcome.is_shipped:
         log.info("shipped %d bytes (run id %s)", len(event_bytes), run_id)
     else:
         log.warning("export %s: %s (run id %s)", outcome.kind.value.lower(), outcome.message, run_id)
     if skipped:
         log.warning("%d ConfigMap value(s) annotated for %s did not parse as a receipt", skipped, process_ref)
+    sent_key = config.idempotency_key if event_bytes and carries_key(spec.channel) else None  # what the sink saw
     envelope = export_receipt(spec=spec, event_bytes=event_bytes, outcome=outcome, previous_root=config.previous_root,
-                              run_id=run_id, process_ref=process_ref, now=now(), skipped_receipts=skipped)
+                              run_id=run_id, process_ref=process_ref, now=now(), skipped_receipts=skipped,
+                              idempotency_key=sent_key)
     await write_receipt(client, config, envelope, process_ref)
     log.info("receipt %s/%s written (composed root %s)", namespace, config.receipt_configmap,
              envelope.composed_root)

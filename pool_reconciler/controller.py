@@ -6,7 +6,10 @@ decision says ``released`` (no member left); the ``tatara.pleme.io/allocation-fi
 allocation that is not Released or Failed and comes off a deleting one once it holds no member
 (docs/behaviour.md#pool-finalizer, docs/behaviour.md#allocation-finalizer). A bind is decided on the
 live allocation (:func:`shared.kube.live.decide_on_live`, one GET per bind), never on a cache that may
-lag our own last write (docs/runtime.md#deciding-on-the-live-object).
+lag our own last write (docs/runtime.md#deciding-on-the-live-object); and no pool or allocation is decided
+on a cache that does not show its last status write yet (:class:`shared.kube.expectations.WriteExpectations`,
+docs/runtime.md#own-writes): the finalizer's own watch event woke a second allocation pass that, on the
+cache of before the write, wrote Queued again, and a pool pass woke by a member sent its Warning twice.
 
 Unlike the reference, which watches only its primary kinds and so learns of member changes only on
 the heartbeat (docs/divergences.md#pool-reconciler-watches), both controllers watch secondary kinds:
@@ -53,6 +56,7 @@ from shared.domain.group import GROUP
 from shared.domain.manifests.batch import ObservedJob
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS
 from shared.kube.controller import Controller, Request, Result, generation_or_metadata_changed
+from shared.kube.expectations import LAG_REQUEUE_SECONDS
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
 from shared.kube.informer import Informer, WatchEventType, object_key
 from shared.kube.live import decide_on_live
@@ -146,9 +150,14 @@ class PoolReconciler:
                             reset_image=self.reset_image, heartbeat_seconds=self.heartbeat_seconds)
 
     async def reconcile(self, request: Request) -> Result:
-        pool = self.pools.get(str(request))
+        key = str(request)
+        pool = self.pools.get(key)
         if pool is None:
+            self.executor.pool_writes.forget(key)
             return Result.done()  # gone: the POOL finalizer kept it until its members were reaped
+        if self.executor.pool_writes.lagging(key, pool.metadata.resource_version):
+            # the cache does not show our last status write yet: deciding now would write it (and its Events) again
+            return Result(requeue_after=LAG_REQUEUE_SECONDS, urgent=True)
         with log_context(phase=pool.status.phase.value if pool.status else ""):
             return await finalize(self.executor.client, EPHEMERAL_POOLS, fin.POOL, pool, self._pass)
 
@@ -323,9 +332,14 @@ class AllocationReconciler:
         )
 
     async def reconcile(self, request: Request) -> Result:
-        allocation = self.allocations.get(str(request))
+        key = str(request)
+        allocation = self.allocations.get(key)
         if allocation is None:
+            self.executor.allocation_writes.forget(key)
             return Result.done()  # gone: the ALLOCATION finalizer kept it until its member was returned
+        if self.executor.allocation_writes.lagging(key, allocation.metadata.resource_version):
+            # the cache does not show our last status write yet: deciding now would write it again
+            return Result(requeue_after=LAG_REQUEUE_SECONDS, urgent=True)
         with log_context(phase=allocation.phase.value):
             return await finalize(self.executor.client, EPHEMERAL_ALLOCATIONS, fin.ALLOCATION, allocation,
                                   self._pass, needed=lambda a: not a.phase.is_terminal)

@@ -15,7 +15,10 @@ One order for both kinds (a decision leaves out the steps it has nothing for):
    comes back in :data:`RETRY_AFTER_CONFLICT` seconds;
 5. **reset Jobs**, server-side applied as :data:`FIELD_MANAGER`;
 6. **the ``/status`` merge patch**, skipped when it changes nothing; guarded by the resourceVersion the
-   decision was made on when the controller read the object live (a 409 means "decide again");
+   decision was made on when the controller read the object live (a 409 means "decide again"). The
+   resourceVersion each status write returns is remembered (:attr:`Executor.pool_writes`,
+   :attr:`Executor.allocation_writes`), so the controllers do not decide again on a cache that does not
+   show it yet (which wrote each Queued status twice, and sent a pool's Warning twice: docs/runtime.md#own-writes);
 7. **Events**;
 8. **the result**: requeue after ``decision.requeue_after``.
 
@@ -48,6 +51,7 @@ from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Result
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.events import Event, EventRecorder
+from shared.kube.expectations import WriteExpectations
 from shared.kube.meta import ObjectMeta
 from shared.kube.patch import apply, patch_status
 
@@ -76,12 +80,18 @@ class Executor:
         client: the shared API client.
         recorder: Event recorder.
         metrics: domain metrics.
+
+    Attributes:
+        pool_writes / allocation_writes: per ``<ns>/<name>``, the resourceVersion of the last pool /
+            allocation status write, until that cache shows it (read by the controllers).
     """
 
     def __init__(self, client: KubeClient, recorder: EventRecorder, metrics: PoolMetrics) -> None:
         self.client = client
         self.recorder = recorder
         self.metrics = metrics
+        self.pool_writes = WriteExpectations()
+        self.allocation_writes = WriteExpectations()
         self._returns = SeenReturns()
 
     async def execute_pool(self, pool: EphemeralPool, decision: PoolDecision) -> Result:
@@ -113,7 +123,8 @@ class Executor:
         for job in decision.apply:
             await apply(self.client, JOBS, job, field_manager=FIELD_MANAGER)
         if decision.status is not None:
-            await patch_status(self.client, EPHEMERAL_POOLS, ns, name, decision.status, current=pool)
+            written = await patch_status(self.client, EPHEMERAL_POOLS, ns, name, decision.status, current=pool)
+            self._wrote(self.pool_writes, ns, name, written)
         await self._events(EPHEMERAL_POOLS, pool, decision.events)
         return Result.after(RETRY_AFTER_CONFLICT) if lost else Result(requeue_after=decision.requeue_after)
 
@@ -134,11 +145,12 @@ class Executor:
             await self._member_patch(ns, decision.member_patch)
         if decision.status is not None:
             try:
-                await patch_status(self.client, EPHEMERAL_ALLOCATIONS, ns, name, decision.status,
-                                   current=allocation, resource_version=resource_version)
+                written = await patch_status(self.client, EPHEMERAL_ALLOCATIONS, ns, name, decision.status,
+                                             current=allocation, resource_version=resource_version)
             except Conflict:
                 log.info("allocation %s/%s changed since it was read; deciding again", ns, name)
                 return Result.after(RETRY_AFTER_CONFLICT)
+            self._wrote(self.allocation_writes, ns, name, written)
             if decision.status.phase is AllocationPhase.RELEASED:
                 self.metrics.releases.labels("released").inc()
         await self._events(EPHEMERAL_ALLOCATIONS, allocation, decision.events)
@@ -172,6 +184,12 @@ class Executor:
             log.info("member %s/%s is gone (%s); deciding again", ns, patch.name, patch.reason)
             return None
         return msgspec.json.decode(raw, type=_Stored).metadata
+
+    @staticmethod
+    def _wrote(expectations: WriteExpectations, ns: str, name: str, written: bytes | None) -> None:
+        """Remember the resourceVersion a status write returned (none when nothing was sent)."""
+        if written is not None:
+            expectations.wrote(f"{ns}/{name}", msgspec.json.decode(written, type=_Stored).metadata.resource_version)
 
     def _count_return(self, ns: str, patch: MemberPatch, stored: ObjectMeta) -> None:
         mark = return_mark(ns, patch, stored)

@@ -16,9 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from msgspec import UnsetType
+
 from pool_reconciler.decision import DeleteReason, MemberCreate, MemberDelete, PoolDecision, PoolObserved
 from pool_reconciler.members import entered_state_at, free_slots, member_process, member_state, pool_members
-from pool_reconciler.pool_status import pool_status_patch
+from pool_reconciler.patches import PoolStatusPatch
+from pool_reconciler.pool_status import MAX_SIZE_REACHED, pool_status_patch
 from pool_reconciler.returns import ReturnWrites, return_member
 from pool_reconciler.sizing import LedgerEntry, MemberSnapshot, desired_count_sizing, legacy_sizing
 from shared.domain import annotations as ann
@@ -44,6 +47,7 @@ __all__ = [
     "sizing_events",
     "snapshot",
     "spawn_members",
+    "stall_events",
 ]
 
 
@@ -68,13 +72,14 @@ def pool_decide(obs: PoolObserved) -> PoolDecision:
     more = sizing.spawn > len(spawn.create) and bool(spawn.create)
     deletes = tuple({d.name: d for d in returned.delete + sizing.delete}.values())
     gone = {d.name for d in deletes}
+    status = pool_status_patch(obs, members, states, spawn.message or sizing.pause)
     return PoolDecision(
         create=spawn.create,
         patch=tuple(p for p in returned.patch if p.name not in gone),
         delete=deletes,
         apply=returned.apply,
-        status=pool_status_patch(obs, members, states, spawn.message or sizing.pause),
-        events=returned.events + spawn.events + sizing_events(sizing),
+        status=status,
+        events=returned.events + spawn.events + sizing_events(sizing) + stall_events(obs, status),
         requeue_after=NEXT_BATCH_AFTER if more else obs.heartbeat_seconds,
     )
 
@@ -206,6 +211,19 @@ def sizing_events(sizing: Sizing) -> tuple[Event, ...]:
     if sizing.delete:
         events.append(Event.normal("MembersDeleted", "deleting " + ", ".join(d.name for d in sizing.delete)))
     return tuple(events)
+
+
+def stall_events(obs: PoolObserved, status: PoolStatusPatch | None) -> tuple[Event, ...]:
+    """A Warning ``MaxSizeReached`` with the status message when this pass's status starts saying that
+    ``maxSize`` keeps the pool from its target (or says it with other numbers); none while it holds."""
+    if status is None or isinstance(status.conditions, UnsetType) or not status.conditions:
+        return ()
+    if status.conditions[0].reason != MAX_SIZE_REACHED:
+        return ()
+    before = obs.pool.status.message if obs.pool.status is not None else None
+    if not isinstance(status.message, str) or status.message == before:
+        return ()
+    return (Event.warning(MAX_SIZE_REACHED, status.message),)
 
 
 # ── spawning ─────────────────────────────────────────────────────────────────

@@ -1,5 +1,5 @@
 """The ``/status`` a pool pass writes: phase, member counts, the member ledger, the kstatus conditions and
-``observedGeneration``.
+``observedGeneration``; and :func:`max_size_stall`, the words for a pool ``maxSize`` keeps from its target.
 
 Written only when it differs from the stored status, and ``phaseSince`` / ``lastTransitionTime`` move
 only when the phase / the condition change, so our own status writes never retrigger a pass
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Final
 
 import msgspec
 from msgspec import UNSET
@@ -24,7 +25,10 @@ from shared.domain.api.pool import EphemeralPool, MemberState, PoolCondition, Po
 from shared.domain.api.process import Process
 from shared.domain.kstatus import Truth, kstatus_conditions
 
-__all__ = ["ledger", "pool_conditions", "pool_phase", "pool_status_patch"]
+__all__ = ["MAX_SIZE_REACHED", "ledger", "max_size_stall", "pool_conditions", "pool_phase", "pool_status_patch"]
+
+MAX_SIZE_REACHED: Final = "MaxSizeReached"
+"""The condition reason (and Warning Event) of a pool whose target ``maxSize`` makes unreachable."""
 
 
 def pool_phase(pool: EphemeralPool, states: Sequence[MemberState]) -> PoolPhase:
@@ -69,30 +73,70 @@ def ledger(obs: PoolObserved, members: Sequence[Process], states: Sequence[Membe
     return rows
 
 
-def pool_conditions(obs: PoolObserved, phase: PoolPhase, message: str | None) -> list[PoolCondition]:
+def max_size_stall(pool: EphemeralPool, states: Sequence[MemberState]) -> str | None:
+    """Why a legacy-sized pool (``desired`` 0) with ``maxSize > 0`` cannot reach its target, or None
+    (docs/behaviour.md#pool-status):
+
+    - ``minSize`` or ``desiredSize`` above ``maxSize``: never reachable, whatever the members do;
+    - ScalingUp or Degraded with as many active members (all but Failed) as ``maxSize`` allows and none
+      Returning: sizing may create nothing more (docs/behaviour.md#legacy-sizing), so only a raised
+      ``maxSize`` or a released allocation moves it. A Returning member will be Free again or replaced,
+      so the pool is still on its way then.
+
+    The message gives the numbers; a deleting or desired-count pool never stalls here.
+    """
+    spec = pool.spec
+    if spec.desired > 0 or spec.max_size == 0 or pool.metadata.deletion_timestamp is not None:
+        return None
+    cap = spec.max_size
+    above = [f"{field} {value}" for field, value in (("minSize", spec.min_size), ("desiredSize", spec.desired_size))
+             if value > cap]
+    if above:
+        return f"{' and '.join(above)} above maxSize {cap}: the pool never holds more than {cap} member(s)"
+    counts = Counter(states)
+    active = len(states) - counts[MemberState.FAILED]
+    if counts[MemberState.RETURNING] or active < cap:
+        return None
+    if pool_phase(pool, states) not in (PoolPhase.SCALING_UP, PoolPhase.DEGRADED):
+        return None
+    supply = counts[MemberState.FREE] + counts[MemberState.SPAWNING]
+    wanted = f"desiredSize {spec.desired_size}" + (f", minSize {spec.min_size}" if spec.min_size else "")
+    return (f"at maxSize {cap}: {active} active member(s), {counts[MemberState.ALLOCATED]} allocated and {supply} "
+            f"free or starting, short of {wanted}; raise maxSize or release an allocation")
+
+
+def pool_conditions(obs: PoolObserved, phase: PoolPhase, message: str | None,
+                    reason: str | None = None) -> list[PoolCondition]:
     """kstatus ``Ready`` / ``Reconciling`` / ``Stalled`` (docs/behaviour.md#pool-status): Ready iff Steady;
-    Stalled when not Steady and ``message`` says why (a PausePool pause, an invalid template: nothing
-    moves until someone acts); Reconciling otherwise. Reason = the phase, message = ``message`` or
-    ``pool is <phase>``, ``observedGeneration`` = the pool's generation; ``lastTransitionTime`` kept while
-    a condition's status holds."""
+    Stalled when not Steady and ``message`` says why (a PausePool pause, an invalid template, a target
+    above ``maxSize``: nothing moves until someone acts); Reconciling otherwise. Reason = ``reason`` or
+    the phase, message = ``message`` or ``pool is <phase>``, ``observedGeneration`` = the pool's
+    generation; ``lastTransitionTime`` kept while a condition's status holds."""
     steady = phase is PoolPhase.STEADY
     stalled = not steady and message is not None
     truth = Truth(ready=steady, reconciling=not steady and not stalled, stalled=stalled)
     old = obs.pool.status
     text = message or f"pool is {phase.value}"
+    why = reason or phase.value
     generation = obs.pool.metadata.generation
     return kstatus_conditions(
         truth, old.conditions if old else [], obs.now,
-        lambda type_, status, since: PoolCondition(type_=type_, status=status, reason=phase.value, message=text,
+        lambda type_, status, since: PoolCondition(type_=type_, status=status, reason=why, message=text,
                                                    last_transition_time=since, observed_generation=generation))
 
 
 def pool_status_patch(
     obs: PoolObserved, members: Sequence[Process], states: Sequence[MemberState], message: str | None
 ) -> PoolStatusPatch | None:
-    """The pool's ``/status`` for this pass (``message`` None clears it), or None when the stored status
-    already holds every value; ``phaseSince`` is kept while the phase stays the same."""
+    """The pool's ``/status`` for this pass, or None when the stored status already holds every value;
+    ``phaseSince`` is kept while the phase stays the same. ``message`` (a pause or invalid-template
+    reason) wins; without one, :func:`max_size_stall` gives the message (reason
+    :data:`MAX_SIZE_REACHED`); with neither the message is cleared."""
     phase = pool_phase(obs.pool, states)
+    reason = None
+    if message is None:
+        message = max_size_stall(obs.pool, states)
+        reason = MAX_SIZE_REACHED if message is not None else None
     counts = Counter(states)
     patch = PoolStatusPatch(
         phase=phase,
@@ -102,7 +146,7 @@ def pool_status_patch(
         returning_count=counts[MemberState.RETURNING],
         members=ledger(obs, members, states),
         message=message,
-        conditions=pool_conditions(obs, phase, message),
+        conditions=pool_conditions(obs, phase, message, reason),
         observed_generation=obs.pool.metadata.generation if obs.pool.metadata.generation is not None else UNSET,
     )
     old = obs.pool.status

@@ -102,7 +102,6 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     recorder = EventRecorder(client, REPORTING_CONTROLLER, identity)
     manager.add_runnable(recorder.run, idle=recorder.idle)  # Events are written in the background
     mapper = RESTMapper(client)
-    executor = Executor(client, mapper, recorder, metrics)
     routing = RoutingConfig(config.fleet_cluster, config.fleet_location, config.fleet_domain, config.dns_lb_target)
 
     def render(observed: Observed) -> list[Manifest]:
@@ -119,12 +118,17 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     prefetch = Prefetcher(client, mapper, config.prometheus_url)
     manager.add_runnable(prefetch.run)
     keeper = TableKeeper(client, recorder=recorder)  # one per replica: remembers the sequence numbers it won
+    # the one owner of the table's status: counts, rows and the stable-name claims; a holder leaving
+    # Running/Attested gives its claims up through it, in the step that leaves (the executor's step 2a)
+    table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval, keeper=keeper,
+                              fleet_cluster=routing.cluster, namespace=namespace, synced=processes.wait_synced)
+    executor = Executor(client, mapper, recorder, metrics, release_claims=table.release)
     # Only our export Jobs are cached (docs/behaviour.md#releasing): a change of one requeues its Process.
     jobs = manager.informer(JOBS, ObservedJob, namespace=namespace,
                             label_selector=f"{labels.ROLE}={labels.ROLE_EXPORT}")
     # one allocator per replica (so per leader): our own bumps never race each other (docs/behaviour.md#pid-allocation)
     reconciler = ProcessReconciler(client, processes, executor, SequenceAllocator(client, keeper),
-                                   heartbeat_seconds=config.heartbeat_seconds,
+                                   heartbeat_seconds=config.heartbeat_seconds, workers=config.workers,
                                    decide=functools.partial(decide, deps=Deps(render=render,
                                                                               export_job=render_export_job,
                                                                               fleet_cluster=routing.cluster)),
@@ -132,9 +136,6 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     manager.add(reconciler.controller)
     manager.before_start(functools.partial(watch_rendered_kinds, mapper, manager, reconciler, namespace))
 
-    # the one owner of the table's status: counts, rows and the stable-name claims
-    table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval, keeper=keeper,
-                              fleet_cluster=routing.cluster, namespace=namespace, synced=processes.wait_synced)
     processes.add_handler(table.notify)
     # a table deleted (or its finalizer or claims touched) with no Process event is noticed too
     tables = manager.informer(PROCESS_TABLES, ProcessTable, decoder=wire_decoder(ProcessTable).decode)

@@ -34,7 +34,7 @@ import resource
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import cel
@@ -56,6 +56,7 @@ __all__ = [
     "check_bounds",
     "compile_expression",
     "compile_problem",
+    "constant_type_error",
     "cost_exceeded",
     "evaluate_expression",
     "inputs_digest",
@@ -93,6 +94,29 @@ ERROR_PREFIXES: Final = (
     "CEL expression exceeded its cost",
 )
 """How the messages of :func:`evaluate_expression` that are not a false result begin."""
+
+
+_RETURNED: Final = "CEL expression returned {kind}, not a bool"
+"""The message of a result that is not a bool (:func:`evaluate_expression`)."""
+
+_TRANSIENT_KINDS: Final = frozenset({"null"})
+"""Result kinds that may become a bool with other inputs: ``null`` is how an unknown value reads (a
+child's ``ready`` before its controller reports, an optional field not written yet)."""
+
+
+def constant_type_error(message: str | None) -> str | None:
+    """The result kind when ``message`` says an expression ran to its end and gave a value of a kind
+    other than bool or null (``string``, ``int``, ``double``, ``bytes``, ``list``, ``map``, …), else None.
+
+    Such a type error does not fix itself (docs/behaviour.md#cel-conditions): every lookup the
+    expression made found its key, and the kinds of the values it reads are fixed by the objects'
+    schemas, so the same expression gives the same kind again. A runtime error (a missing key, an
+    object not there yet), an exceeded cost and a ``null`` result are not constant."""
+    prefix, _, suffix = _RETURNED.partition("{kind}")
+    if message is None or not message.startswith(prefix) or not message.endswith(suffix):
+        return None
+    kind = message[len(prefix):len(message) - len(suffix)]
+    return None if kind in _TRANSIENT_KINDS else kind
 
 
 def is_error(message: str | None) -> bool:
@@ -307,7 +331,7 @@ def evaluate_expression(source: str, variables: Mapping[str, Any]) -> CelResult:
     except Exception as err:
         return CelResult(None, f"CEL evaluation error: {_first_line(str(err)) or type(err).__name__}")
     if not isinstance(value, bool):
-        return CelResult(None, f"CEL expression returned {_cel_type(value)}, not a bool")
+        return CelResult(None, _RETURNED.format(kind=_cel_type(value)))
     return CelResult(value)
 
 
@@ -326,4 +350,8 @@ def _cel_type(value: object) -> str:
         return "list"
     if isinstance(value, dict):
         return "map"
+    if isinstance(value, datetime):
+        return "timestamp"
+    if isinstance(value, timedelta):
+        return "duration"
     return type(value).__name__

@@ -13,14 +13,34 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+import msgspec
+
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.api.routing import RoutingHostname
 from shared.domain.api.table import ClaimRecord
 
-__all__ = ["ELIGIBLE_PHASES", "Candidate", "ClaimAction", "ClaimDecision", "ClaimStanding", "arbitrate", "bid_keys",
-           "candidates_by_key", "claim_key", "claims_changed", "decide_claim", "foreign_holders", "held_keys",
-           "holds_any_claim", "process_ref", "standing"]
+__all__ = [
+    "ELIGIBLE_PHASES",
+    "Candidate",
+    "ClaimAction",
+    "ClaimDecision",
+    "ClaimStanding",
+    "arbitrate",
+    "bid_keys",
+    "candidates_by_key",
+    "claim_key",
+    "claims_after",
+    "claims_changed",
+    "decide_claim",
+    "foreign_holders",
+    "held_keys",
+    "holder_keys",
+    "holds_any_claim",
+    "in_phase",
+    "process_ref",
+    "standing",
+]
 
 ELIGIBLE_PHASES = frozenset({ProcessPhase.RUNNING, ProcessPhase.ATTESTED})
 """Only Processes in these phases may hold a claim."""
@@ -148,6 +168,30 @@ def foreign_holders(claims: Mapping[str, ClaimRecord], namespace: str | None) ->
     if namespace is None:
         return []
     return sorted({record.holder for record in claims.values() if record.holder.partition("/")[0] != namespace})
+
+
+def holder_keys(claims: Mapping[str, ClaimRecord], ref: str) -> tuple[str, ...]:
+    """Every key (sorted) whose record names ``ref`` (``<namespace>/<name>``) as holder, pid not compared,
+    whether or not the Process still bids for it."""
+    return tuple(sorted(key for key, record in claims.items() if record.holder == ref))
+
+
+def claims_after(claims: Mapping[str, ClaimRecord], ref: str, phase: ProcessPhase) -> dict[str, ClaimRecord]:
+    """``claims`` as the Process ``ref`` sees them once it is in ``phase``: unchanged in Running or
+    Attested, else without the records naming it, which it gives up in the step that leaves
+    (docs/behaviour.md#handing-a-stable-name-over)."""
+    if phase in ELIGIBLE_PHASES:
+        return dict(claims)
+    return {key: record for key, record in claims.items() if record.holder != ref}
+
+
+def in_phase(process: Process, phase: ProcessPhase) -> Process:
+    """``process`` as a bidder once its next status write puts it in ``phase`` (a copy; only
+    ``status.phase`` differs)."""
+    status = process.status
+    if status is None or status.phase is phase:
+        return process
+    return msgspec.structs.replace(process, status=msgspec.structs.replace(status, phase=phase))
 
 
 def held_keys(claims: Mapping[str, ClaimRecord], process: Process, fleet_cluster: str) -> frozenset[str]:

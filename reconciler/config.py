@@ -43,6 +43,8 @@ class ReconcilerConfig(ControllerSettings):
     """Empty: PromQL boundary conditions evaluate to Unknown."""
     table_status_interval: float = 2.0
     """Seconds between two ProcessTable status writes."""
+    workers: int = 4
+    """Concurrent reconciles of the Process controller (controller-runtime's MaxConcurrentReconciles)."""
 
 
 # ── the flag table ───────────────────────────────────────────────────────────
@@ -55,8 +57,8 @@ _OPTIONS: Final = (
             "Namespace the controller runs in; default namespace of the leader-election Lease.", "NAMESPACE"),
     Option("--health-addr", "TATARA_HEALTH_ADDR", "0.0.0.0:8080", flags.socket_addr,
             "IP:port serving /healthz, /readyz and /metrics (a literal IP, no host names).", "IP:PORT"),
-    Option("--heartbeat-seconds", "TATARA_HEARTBEAT_SECONDS", "30", flags.unsigned,
-            "Requeue delay in seconds of every wait (a safety net beside the watches).", "SECONDS"),
+    Option("--heartbeat-seconds", "TATARA_HEARTBEAT_SECONDS", "30", flags.positive,
+            "Requeue delay in seconds of every wait (a safety net beside the watches); at least 1.", "SECONDS"),
     Option("--export-worker-image", "TATARA_EXPORT_WORKER_IMAGE", "ghcr.io/pleme-io/tatara-export-worker:0.2.0",
             flags.text, "Container image of export Jobs.", "IMAGE"),
     Option("--export-worker-service-account", "TATARA_EXPORT_WORKER_SERVICE_ACCOUNT", "tatara-export-worker",
@@ -73,6 +75,8 @@ _OPTIONS: Final = (
             "Base URL of the Prometheus HTTP API for PromQL boundary conditions; empty makes them Unknown.", "URL"),
     Option("--table-status-interval", "TATARA_TABLE_STATUS_INTERVAL", "2", flags.seconds,
             "Minimum seconds between two ProcessTable status writes.", "SECONDS"),
+    Option("--workers", "TATARA_WORKERS", "4", flags.positive,
+            "Concurrent Process reconciles (never two on one Process).", "N"),
     *controller_options("TATARA_", lease_name="tatara-reconciler"),
 )
 

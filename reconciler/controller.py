@@ -58,7 +58,9 @@ from reconciler.phases import TICK, decide, holds_finalizer, pid_granted, pid_re
 from reconciler.pid import PidRefused
 from reconciler.prefetch import Prefetcher, conditions_for_phase
 from reconciler.refusals import WriteRefused, refusal_decision
+from reconciler.routing import ROUTING_KINDS, STABLE, served_hosts
 from shared.domain import finalizers as fin
+from shared.domain import labels
 from shared.domain.api.codec import decode_process
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
@@ -75,7 +77,8 @@ from shared.kube.informer import Informer, WatchEventType
 from shared.kube.logcontext import log_context
 from shared.kube.meta import ObjectMeta
 
-__all__ = ["CONFLICT_REQUEUE", "ChildObject", "PidAllocator", "ProcessReconciler", "RoutingChildObject", "claims_moved"]
+__all__ = ["CONFLICT_REQUEUE", "ChildObject", "PidAllocator", "ProcessReconciler", "RoutingChildObject", "claim_apps",
+           "claims_moved", "route_gone", "stable_hosts"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,12 @@ OWN_PID = "pid"
 
 CLAIM_KEY = "claim-key"
 """Index of Processes by each claims key (``<cluster>/<app>``) they bid for."""
+
+CLAIM_APP = "claim-app"
+"""Index of Processes by the ``app`` of each hostname whose stable name they bid for."""
+
+STABLE_HOST = "stable-host"
+"""Index of stable routing children (Ingress, DNSEndpoint) by the host names they serve."""
 
 DEPENDS_ON = "depends-on"
 """Index of Processes by the ``<ns>/<name>`` of each Process their ``spec.dependsOn`` names."""
@@ -144,6 +153,25 @@ def child_document(resource: Resource, child: ChildObject) -> dict[str, object]:
     doc: dict[str, object] = msgspec.to_builtins(child)
     doc["apiVersion"], doc["kind"] = resource.api_version, resource.kind
     return doc
+
+
+def stable_hosts(child: ChildObject) -> list[str]:
+    """The hosts a cached stable routing child (label ``routing-form: stable``) serves; none for others."""
+    if child.metadata.labels.get(labels.ROUTING_FORM) != STABLE:
+        return []
+    return served_hosts(child.spec) if isinstance(child, RoutingChildObject) else []
+
+
+def route_gone(event: WatchEventType, old: ChildObject | None, new: ChildObject) -> bool:
+    """Keep only the deletion of a routing child: what a new holder's stable pair waits for."""
+    return event is WatchEventType.DELETED
+
+
+def claim_apps(process: Process) -> list[str]:
+    routing = process.spec.routing
+    if routing is None or not routing.stable_name_claim:
+        return []
+    return sorted({host.app for host in routing.hostnames})
 
 
 def controller_owner_uids(obj: ChildObject | ObservedJob) -> list[str]:
@@ -227,6 +255,27 @@ class _PidView(Mapping[str, Process]):
         return sum(1 for _ in self)
 
 
+class _RouteView(Mapping[str, frozenset[str]]):
+    """Read-only ``host → UIDs of the Processes owning a cached stable routing child that serves it`` over
+    the routing informers' :data:`STABLE_HOST` index."""
+
+    def __init__(self, informers: list[Informer[ChildObject]]) -> None:
+        self._informers = informers
+
+    def __getitem__(self, host: str) -> frozenset[str]:
+        owners = frozenset(uid for informer in self._informers for child in informer.by_index(STABLE_HOST, host)
+                           for uid in controller_owner_uids(child))
+        if not owners:
+            raise KeyError(host)
+        return owners
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted({h for informer in self._informers for h in informer.index_values(STABLE_HOST)}))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class ProcessReconciler:
     """The Process controller on ``processes``; :meth:`watch_children` adds the owned child kinds.
 
@@ -260,6 +309,9 @@ class ProcessReconciler:
         self.clock = clock
         self.prefetch = prefetch
         self.children: list[Informer[ChildObject]] = []
+        self.routes: list[Informer[ChildObject]] = []
+        """The routing informers (Ingress, DNSEndpoint), indexed by :data:`STABLE_HOST`."""
+        processes.add_indexer(CLAIM_APP, claim_apps)
         self.claims: Callable[[], Mapping[str, ClaimRecord]] = dict
         """The stored ``ProcessTable.status.claims`` (:meth:`watch_claims`; none until then)."""
         processes.add_indexer(PARENT_PID, parent_pid)
@@ -300,6 +352,18 @@ class ProcessReconciler:
         # Processes (docs/runtime.md#work-queue)
         self.controller.owns(informer, kind="Process", group=GROUP, urgent=True)
         self.children.append(informer)
+        if (informer.resource.api_version, informer.resource.kind) in ROUTING_KINDS:
+            # a stable pair going wakes the other bidders of its app: a new holder's pair waits for it
+            informer.add_indexer(STABLE_HOST, stable_hosts)
+            self.controller.watches(informer, self._bidders_of_route, predicates=(route_gone,))
+            self.routes.append(informer)
+
+    def _bidders_of_route(self, child: ChildObject) -> list[Request]:
+        app = child.metadata.labels.get(labels.APP)
+        if not stable_hosts(child) or not app:
+            return []
+        owners = set(controller_owner_uids(child))
+        return [Request.of(p) for p in self.processes.by_index(CLAIM_APP, app) if p.metadata.uid not in owners]
 
     def watch_claims(self, tables: Informer[ProcessTable], fleet_cluster: str,
                      table_name: str = PROCESS_TABLE_NAME) -> None:
@@ -435,14 +499,16 @@ class ProcessReconciler:
             child_processes=tuple(self.processes.by_index(PARENT_PID, pid)) if pid else (),
             dependencies={ref: self.processes.get(ref) for ref in dependency_refs(process)},
             processes_by_ref=_CacheView(self.processes), processes_by_pid=_PidView(self.processes),
-            claims=self.claims(), heartbeat_seconds=self.heartbeat_seconds, export_jobs=export_jobs,
+            claims=self.claims(), routes=_RouteView(self.routes), heartbeat_seconds=self.heartbeat_seconds,
+            export_jobs=export_jobs,
             siblings=self._siblings(process),
         )
         if self.prefetch is not None:
             prometheus, referenced = await self.prefetch.boundary_inputs(process, children.keys())
             receipts = await self.prefetch.release_inputs(process, export_jobs)
-            if prometheus or referenced or receipts:
-                observed = dataclasses.replace(observed, prometheus=prometheus,
+            warnings = await self.prefetch.job_warnings(process, export_jobs)
+            if prometheus or referenced or receipts or warnings:
+                observed = dataclasses.replace(observed, prometheus=prometheus, export_job_warnings=warnings,
                                                children={**receipts, **referenced, **children})
         return await self._with_cel(observed)
 

@@ -23,7 +23,7 @@ from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.api.signal import ProcessSignal
 from shared.domain.api.table import ClaimRecord
-from shared.domain.manifests.batch import Job, ObservedJob
+from shared.domain.manifests.batch import Job, JobWaiting, ObservedJob
 from shared.kube.events import Event
 
 __all__ = ["ChildSignal", "Decision", "Observed", "SignalCount", "Transition"]
@@ -47,9 +47,14 @@ class Observed:
         prometheus: PromQL query → scalar result already fetched (None: the query failed).
         claims: ``ProcessTable.status.claims`` from the table cache (key ``<cluster>/<app>`` → record),
             empty without a table (docs/behaviour.md#stable-name-claims).
+        routes: stable host name → UIDs of the Processes whose cached stable Ingress or DNSEndpoint
+            serves it (the routing caches), so a new holder's pair waits for the old one's to go
+            (docs/behaviour.md#handing-a-stable-name-over).
         heartbeat_seconds: the Attested heartbeat / poll interval (HEARTBEAT, docs/behaviour.md#timing).
         export_jobs: this Process's export Jobs from the cache, by export index (docs/behaviour.md#releasing);
             in Releasing, ``children`` also holds the receipt ConfigMaps :func:`reconciler.exports.receipt_refs` names.
+        export_job_warnings: in Releasing, the latest Warning Event of each export Job that has no pod
+            (:func:`reconciler.exports.without_pod`), by export index.
         siblings: the other Processes sharing this one's ``maxConcurrent`` group, read in Pending
             (docs/behaviour.md#maxconcurrent).
         cel: the results of the phase's ``Cel`` expressions, evaluated beforehand in a bounded worker
@@ -66,8 +71,10 @@ class Observed:
     processes_by_pid: Mapping[str, Process] = field(default_factory=dict)
     prometheus: Mapping[str, float | None] = field(default_factory=dict)
     claims: Mapping[str, ClaimRecord] = field(default_factory=dict)
+    routes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     heartbeat_seconds: float = 30.0
     export_jobs: Mapping[int, ObservedJob] = field(default_factory=dict)
+    export_job_warnings: Mapping[int, JobWaiting] = field(default_factory=dict)
     siblings: tuple[Sibling, ...] = ()
     cel: Mapping[str, CelResult] | None = None
 
@@ -122,6 +129,9 @@ class Decision:
         signal: the signal this pass consumed, for ``tatara_signals_total``.
         events: Events to record, in order.
         released: the Process holds nothing any more (Reaped): its finalizer may go.
+        release_claims: the phase this decision leaves the Process in (not Running or Attested) when
+            ``ProcessTable.status.claims`` names it: its claims are given up after the deletes and
+            before any other write (docs/behaviour.md#handing-a-stable-name-over).
         delete_self: delete the Process object (an ephemeral Process after Reaped).
         requeue_after: seconds until the next reconcile (None: wait for the next watch event).
     """
@@ -138,6 +148,7 @@ class Decision:
     signal: SignalCount | None = None
     events: tuple[Event, ...] = ()
     released: bool = False
+    release_claims: ProcessPhase | None = None
     delete_self: bool = False
     requeue_after: float | None = None
 

@@ -5,6 +5,9 @@ skipping it):
 
 1. server-side apply of ``apply``, in order (field manager ``tatara-reconciler``, ``force``);
 2. deletes of ``delete`` (an object already gone is fine);
+2a. the claims release (``release_claims``): the stable-name claims naming the Process are given up,
+   after its stable children are deleted and before anything that moves it on
+   (docs/behaviour.md#handing-a-stable-name-over);
 3. signals to child Processes (their signal annotation);
 4. the Process's own merge patch: ``annotations`` and ``spec.suspended`` in one write;
 5. the ``/status`` merge patch, guarded by ``guard`` (a resourceVersion) when the decision carries a new
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import msgspec
 
@@ -35,6 +38,7 @@ from reconciler.metrics import ProcessMetrics
 from reconciler.refusals import KIND_NOT_SERVED, WRITE_REFUSED, WriteRefused
 from reconciler.render import FIELD_MANAGER, manifest_ref
 from shared.domain import annotations as ann
+from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient
@@ -44,7 +48,11 @@ from shared.kube.events import EventRecorder
 from shared.kube.meta import ObjectMeta, ObjectRef
 from shared.kube.patch import annotations_patch, apply, patch_annotations, patch_status
 
-__all__ = ["Executor"]
+__all__ = ["Executor", "ReleaseClaims"]
+
+ReleaseClaims = Callable[[Process, ProcessPhase], Awaitable[object]]
+"""``await release(process, phase)``: give up the claims naming ``process`` before its status write puts it
+in ``phase`` (:meth:`reconciler.table.TableStatusWriter.release`)."""
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +91,13 @@ class Executor:
         mapper: kind → resource resolution (API discovery) for children.
         recorder: Event recorder.
         metrics: domain metrics.
+        release_claims: gives claims up (step 2a); None: a decision's ``release_claims`` is not performed
+            (no table writer: the claims are never granted either).
     """
 
     def __init__(self, client: KubeClient, mapper: RESTMapper, recorder: EventRecorder,
-                 metrics: ProcessMetrics) -> None:
+                 metrics: ProcessMetrics, *, release_claims: ReleaseClaims | None = None) -> None:
+        self.release_claims = release_claims
         self.client = client
         self.mapper = mapper
         self.recorder = recorder
@@ -103,7 +114,8 @@ class Executor:
             controller can tell when its cache shows this write (docs/runtime.md#own-writes).
 
         Raises:
-            shared.kube.errors.Conflict: ``guard`` is stale (nothing after the status write was done).
+            shared.kube.errors.Conflict: ``guard`` is stale (nothing after the status write was done), or the
+                claims release kept losing its race (nothing after it was done).
             reconciler.refusals.WriteRefused: a child's apply or delete was answered 400/403/404/422, or its
                 kind is not served (nothing after it was done; docs/behaviour.md#write-failures).
             shared.kube.errors.ApiError: another write failed; the controller backs off and retries the
@@ -119,6 +131,8 @@ class Executor:
                 resource = await self.mapper.resource_for(ref.api_version, ref.kind)
                 with contextlib.suppress(NotFound):
                     await self.client.delete(resource, ref.name, ref.namespace if resource.namespaced else None)
+        if decision.release_claims is not None and self.release_claims is not None:
+            await self.release_claims(process, decision.release_claims)
         for child in decision.signal_children:
             with contextlib.suppress(NotFound):
                 await patch_annotations(self.client, PROCESSES, ObjectRef(child.namespace, child.name),

@@ -7,6 +7,7 @@ docs/behaviour.md#releasing; the Job's fields: docs/wire-format.md#export-jobs.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -23,10 +24,12 @@ from shared.domain.api.process import Process
 from shared.domain.api.receipt import ReceiptEnvelope, ReceiptError
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.canonical_json import canonical_json
+from shared.domain.export_key import export_key
 from shared.domain.manifests.batch import (
     Container,
     Job,
     JobSpec,
+    JobWaiting,
     ObservedJob,
     PodSpec,
     PodTemplateSpec,
@@ -47,8 +50,10 @@ __all__ = [
     "export_job_name",
     "export_runs",
     "gate_of",
+    "latest_warning",
     "receipt_config_map_name",
     "receipt_refs",
+    "without_pod",
 ]
 
 BACKOFF_LIMIT: Final = 1
@@ -66,6 +71,8 @@ _RESOURCES: Final = ResourceRequirements(requests={"cpu": "10m", "memory": "32Mi
 _CONFIG_MAP: Final = ("v1", "ConfigMap")
 MAX_JOB_NAME: Final = 63
 """A Job's name is also its pods' ``batch.kubernetes.io/job-name`` label value: at most 63 characters."""
+_DIGEST_HEX: Final = 8
+"""Hex characters of SHA-256 that keep a cut export Job name unique."""
 _P = ProcessPhase
 
 
@@ -82,12 +89,25 @@ def _ns(process: Process) -> str:
 
 
 def export_job_name(process: Process, index: int) -> str:
-    """``<process>-export-<index>``."""
-    return f"{process.metadata.name}-export-{index}"
+    """``<process>-export-<index>``, at most 63 characters (docs/wire-format.md#export-job-names).
+
+    When that is longer, the Process name is cut so that ``<cut>-<8 hex>-export-<index>`` is 63
+    characters, trailing ``-`` / ``.`` removed, the hex being the first 8 of SHA-256 over the full
+    Process name: deterministic, so every pass (and the receipt lookup) finds the same Job, and two
+    long names with one prefix still differ. A name that fits is the reference's, byte for byte.
+    """
+    name = process.metadata.name or ""
+    suffix = f"-export-{index}"
+    if len(name) + len(suffix) <= MAX_JOB_NAME:
+        return name + suffix
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_HEX]
+    keep = MAX_JOB_NAME - len(suffix) - _DIGEST_HEX - 1
+    return f"{name[:keep].rstrip('-.')}-{digest}{suffix}"
 
 
 def receipt_config_map_name(process: Process, index: int) -> str:
-    """``<process>-export-<index>-receipt``: the ConfigMap the worker writes its receipt into."""
+    """``<export Job name>-receipt``: the ConfigMap the worker writes its receipt into (at most 71
+    characters, a legal ConfigMap name)."""
     return f"{export_job_name(process, index)}-receipt"
 
 
@@ -116,6 +136,8 @@ def export_job(process: Process, index: int, export: ExportSpec, *, owner_uid: s
         labels.ROLE: labels.ROLE_EXPORT,
         labels.EXPORT_INDEX: str(index),
     }
+    metadata = owned_metadata(process, owner_uid, export_job_name(process, index),
+                              labels={labels.MANAGED_BY: FIELD_MANAGER, **pod_labels})
     args = [
         "--spec", canonical_json(export.to_json()).decode(),
         "--process-namespace", ns,
@@ -125,9 +147,9 @@ def export_job(process: Process, index: int, export: ExportSpec, *, owner_uid: s
     attestation = process.status.attestation if process.status is not None else None
     if attestation is not None:
         args += ["--previous-root", attestation.composed_root]
+    args += ["--idempotency-key", export_key(owner_uid, process.metadata.generation, index)]
     return Job(
-        metadata=owned_metadata(process, owner_uid, export_job_name(process, index),
-                                labels={labels.MANAGED_BY: FIELD_MANAGER, **pod_labels}),
+        metadata=metadata,
         spec=JobSpec(
             backoff_limit=BACKOFF_LIMIT,
             ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED,
@@ -157,12 +179,11 @@ class ExportState(Enum):
     """One applicable export in Releasing."""
 
     INVALID = "Invalid"
-    """Its ``source`` or ``channel`` union has zero or several variants, or its Job name would be too
-    long: not run, counted failed."""
+    """Its ``source`` or ``channel`` union has zero or several variants: not run, counted failed."""
     START = "Start"
     """No Job (and no receipt of a finished run): its Job is to be applied."""
     RUNNING = "Running"
-    """Its Job exists and has not finished."""
+    """Its Job exists and has not finished (``detail``: why it has no pod, when it says)."""
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
@@ -175,6 +196,7 @@ class ExportRun:
     export: ExportSpec
     state: ExportState
     detail: str = ""
+    """Why it is invalid or failed; for a running one, why its Job has no pod (:class:`JobWaiting` text)."""
     lost: bool = False
     """Its Job is gone without a receipt of a finished run (deleted by hand): it is started again."""
 
@@ -186,13 +208,6 @@ def _union_error(export: ExportSpec) -> str | None:
     except VariantError as err:
         return str(err)
     return None
-
-
-def _name_error(process: Process, index: int) -> str | None:
-    name = export_job_name(process, index)
-    if len(name) <= MAX_JOB_NAME:
-        return None
-    return f"Job name {name} is longer than {MAX_JOB_NAME} characters (the Process name is too long for export Jobs)"
 
 
 def _receipt(process: Process, index: int, fetched: Mapping[ChildRef, ChildState]) -> ReceiptEnvelope | None:
@@ -218,13 +233,19 @@ def _evidence(receipt: ReceiptEnvelope | None, key: str) -> str:
 
 
 def export_runs(process: Process, gate: ProcessPhase, jobs: Mapping[int, ObservedJob],
-                receipts: Mapping[ChildRef, ChildState], *, started: bool) -> list[ExportRun]:
+                receipts: Mapping[ChildRef, ChildState], *, started: bool,
+                warnings: Mapping[int, JobWaiting] | None = None) -> list[ExportRun]:
     """Every applicable export of ``process`` at ``gate``, in list order, with its state.
 
     Args:
         jobs: cached export Jobs of this Process by export index.
         receipts: receipt ConfigMaps fetched beforehand (:func:`receipt_refs`), by ref.
         started: an earlier Releasing pass applied the Jobs, so a missing one was deleted (``lost``).
+        warnings: the latest Warning Event of each Job :func:`without_pod` names, fetched beforehand.
+
+    A running export's ``detail`` says why its Job has no pod: a condition holding the Job back
+    (:meth:`JobStatus.held`, e.g. ``Suspended``), else, for a Job without a pod, its latest Warning Event
+    (``FailedCreate: Error creating: pods "<job>-" is forbidden: …``); empty otherwise.
 
     A Job finishes on its ``Complete`` / ``Failed`` condition (:meth:`JobStatus.outcome`), not on
     ``status.failed > 0``: with ``backoffLimit: 1`` one failed pod is followed by a retry. A missing
@@ -233,7 +254,7 @@ def export_runs(process: Process, gate: ProcessPhase, jobs: Mapping[int, Observe
     """
     out: list[ExportRun] = []
     for index, export in applicable(process, gate):
-        error = _union_error(export) or _name_error(process, index)
+        error = _union_error(export)
         if error is not None:
             out.append(ExportRun(index, export, ExportState.INVALID, error))
             continue
@@ -249,7 +270,8 @@ def export_runs(process: Process, gate: ProcessPhase, jobs: Mapping[int, Observe
             continue
         outcome = job.status.outcome()
         if outcome is None:
-            out.append(ExportRun(index, export, ExportState.RUNNING))
+            waiting = job.status.held() or ((warnings or {}).get(index) if job.status.without_pod() else None)
+            out.append(ExportRun(index, export, ExportState.RUNNING, waiting.text() if waiting else ""))
         elif outcome:
             out.append(ExportRun(index, export, ExportState.SUCCEEDED))
         else:
@@ -274,3 +296,37 @@ def receipt_refs(process: Process, jobs: Mapping[int, ObservedJob]) -> list[Chil
 def count(runs: Sequence[ExportRun], *states: ExportState) -> int:
     """How many of ``runs`` are in one of ``states``."""
     return sum(1 for r in runs if r.state in states)
+
+
+def without_pod(process: Process, jobs: Mapping[int, ObservedJob]) -> dict[int, ObservedJob]:
+    """In Releasing, the cached Jobs of applicable exports that have no pod (:meth:`JobStatus.without_pod`)
+    and no condition holding them back: their Warning Events say why (docs/behaviour.md#releasing)."""
+    if process.phase is not _P.RELEASING:
+        return {}
+    out = {}
+    for index, _ in applicable(process, gate_of(process)):
+        job = jobs.get(index)
+        if job is not None and job.metadata.uid and job.status.without_pod() and job.status.held() is None:
+            out[index] = job
+    return out
+
+
+def latest_warning(events: Sequence[Mapping[str, object]], job_uid: str) -> JobWaiting | None:
+    """The reason and message of the newest Warning Event in ``events`` about the Job ``job_uid`` (by
+    ``involvedObject.uid``; newest by ``series.lastObservedTime``, ``lastTimestamp``, ``eventTime``, then
+    ``firstTimestamp``, all RFC 3339 in UTC so they compare as text); None when there is none."""
+    best: tuple[str, JobWaiting] | None = None
+    for event in events:
+        involved = event.get("involvedObject")
+        if event.get("type") != "Warning" or not isinstance(involved, Mapping) or involved.get("uid") != job_uid:
+            continue
+        series = event.get("series")
+        stamps = [series.get("lastObservedTime") if isinstance(series, Mapping) else None,
+                  event.get("lastTimestamp"), event.get("eventTime"), event.get("firstTimestamp")]
+        when = next((str(t) for t in stamps if isinstance(t, str) and t), "")
+        reason, message = event.get("reason"), event.get("message")
+        found = JobWaiting(reason=reason if isinstance(reason, str) and reason else "Warning",
+                           message=message if isinstance(message, str) else "")
+        if best is None or when >= best[0]:
+            best = (when, found)
+    return best[1] if best is not None else None

@@ -40,12 +40,12 @@ MAX_STEPS: Final = 3
 def continues(decision: Decision) -> bool:
     """Whether the next phase may be decided in the same pass: ``decision`` writes a phase change into
     :data:`PASS_THROUGH` and nothing the next decision could not be folded with (no annotations,
-    ``spec.suspended``, deletes, signals, release)."""
+    ``spec.suspended``, deletes, signals, release, a claims release)."""
     t = decision.transition
     return (t is not None and t.target in PASS_THROUGH and decision.status is not None
             and decision.annotations is None and decision.suspended is None and not decision.allocate_pid
             and not decision.delete and not decision.signal_children and decision.signal is None
-            and not decision.released and not decision.delete_self)
+            and not decision.released and not decision.delete_self and decision.release_claims is None)
 
 
 def passed(process: Process, status: StatusPatch) -> Process:

@@ -21,7 +21,7 @@ from msgspec import UNSET
 from reconciler import boundary, cel, exports, lifetime_clock
 from reconciler.attestation import attest_process
 from reconciler.children import ChildRef
-from reconciler.claims import held_keys, standing
+from reconciler.claims import ELIGIBLE_PHASES, claims_after, held_keys, holder_keys, process_ref, standing
 from reconciler.concurrency import admission
 from reconciler.conditions import conditions_for, phase_truth, stale_status
 from reconciler.decision import ChildSignal, Decision, Observed, SignalCount
@@ -37,7 +37,15 @@ from reconciler.render import (
     manifest_ref,
     render_children,
 )
-from reconciler.routing import INSTANCE, REASON_HELD, STABLE, STABLE_NAME, plan_routing, stable_name_condition
+from reconciler.routing import (
+    INSTANCE,
+    REASON_HELD,
+    STABLE,
+    STABLE_NAME,
+    make_after_break,
+    plan_routing,
+    stable_name_condition,
+)
 from reconciler.signals import EffectKind, effect_of, ingest
 from reconciler.status import BoundaryPatch, StatusPatch, merged
 from reconciler.transitions import IllegalTransition, observed_generation, phase_write
@@ -235,6 +243,41 @@ def _cel_events(field: str, old: Sequence[CheckedCondition], new: Sequence[Check
             continue
         events.append(Event.warning("CelEvaluationFailed", f"spec.boundary.{field}[{i}]: {row.message}"))
     return tuple(events)
+
+
+CEL_TYPE_ERROR = "CelTypeError"
+"""The stall reason of a Cel condition whose expression gives a value that is not a bool and cannot
+become one (docs/behaviour.md#cel-conditions)."""
+
+
+def _cel_type_errors(field: str, rows: Sequence[CheckedCondition]) -> list[str]:
+    """``spec.boundary.<field>[<i>]: CEL expression '<e>' returned <kind>, not a bool`` per Cel row whose
+    result is a constant type error (:func:`reconciler.cel.constant_type_error`)."""
+    out = []
+    for i, row in enumerate(rows):
+        kind = cel.constant_type_error(row.message) if row.kind is ConditionKind.CEL else None
+        if kind is not None:
+            expression = row.params.get("expression") if isinstance(row.params, dict) else None
+            out.append(f"spec.boundary.{field}[{i}]: CEL expression {expression!r} returned {kind}, not a bool")
+    return out
+
+
+def _cel_type_stall(observed: Observed, field: str, old: Sequence[CheckedCondition],
+                    rows: Sequence[CheckedCondition], *, requeue_after: float | None,
+                    extra: StatusPatch | None = None) -> Decision | None:
+    """Stalled ``CelTypeError`` (one Warning, the rows written when they changed) when a Cel row of
+    ``field`` (``preconditions`` / ``postconditions``) is a constant type error; None otherwise. The
+    Process stays in its phase and is evaluated again: a row that becomes a bool lifts the stall, and the
+    boundary timeout still fails it (docs/behaviour.md#cel-conditions)."""
+    errors = _cel_type_errors(field, rows)
+    if not errors:
+        return None
+    decision = _stalled(observed, "; ".join(errors), reason=CEL_TYPE_ERROR, requeue_after=requeue_after)
+    boundary_rows = (BoundaryPatch(preconditions=list(rows)) if field == "preconditions"
+                     else BoundaryPatch(postconditions=list(rows)))
+    written = StatusPatch(boundary=boundary_rows) if _rows_differ(old, rows) else None
+    patch = merged(merged(decision.status or StatusPatch(), written), extra)
+    return dataclasses.replace(decision, status=None if patch == StatusPatch() else patch)
 
 
 def _fail(observed: Observed, message: str, *, reason: str, exit_code: int) -> Decision:
@@ -435,6 +478,9 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
             rows = StatusPatch(boundary=BoundaryPatch(preconditions=list(result.rows)))
         if not result.satisfied:
             wait = _converging_wait(observed, observed.heartbeat_seconds)
+            typed = _cel_type_stall(observed, "preconditions", old, result.rows, requeue_after=wait)
+            if typed is not None:
+                return typed
             if not changed and _status_message(process) == "waiting on preconditions":
                 return Decision(requeue_after=wait)
             status = _message_write(observed, "waiting on preconditions", reason="PreconditionsUnmet")
@@ -552,6 +598,9 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
         old = process.status.boundary.postconditions if process.status is not None else []
         rows = result.rows
         if not result.satisfied:
+            typed = _cel_type_stall(observed, "postconditions", old, rows, requeue_after=wait, extra=fresh)
+            if typed is not None:
+                return typed
             if _rows_differ(old, rows) or _status_message(process) != "waiting on postconditions":
                 status = merged(_message_write(observed, "waiting on postconditions", reason="PostconditionsUnmet"),
                                 StatusPatch(boundary=BoundaryPatch(postconditions=list(rows))))
@@ -626,7 +675,14 @@ def decide_reconverging(observed: Observed, deps: Deps) -> Decision:
     )
 
 
-_EXPORTS_STARTED = frozenset({"ExportsRunning", "ExportJobLost"})
+EXPORT_JOB_WAITING = "ExportJobWaiting"
+"""The Releasing reason while an export Job has no pod and its Job controller says why."""
+
+WAITING_JOB_POLL = 10.0
+"""Seconds between looks at an export Job the Job controller handled but that has no pod: the Warning
+Event saying why (``FailedCreate``), and its retries, change nothing on the Job that would wake us."""
+
+_EXPORTS_STARTED = frozenset({"ExportsRunning", "ExportJobLost", EXPORT_JOB_WAITING})
 """Condition reasons a Releasing pass that applied export Jobs writes."""
 
 
@@ -663,7 +719,8 @@ def decide_releasing(observed: Observed, deps: Deps) -> Decision:
     gate = exports.gate_of(process)
     nxt = _P.ZOMBIE if gate is _P.FAILED else _P.EXITING
     started = _exports_started(process)
-    runs = exports.export_runs(process, gate, observed.export_jobs, observed.children, started=started)
+    runs = exports.export_runs(process, gate, observed.export_jobs, observed.children, started=started,
+                               warnings=observed.export_job_warnings)
     if not runs:
         return phase_write(observed, nxt, f"releasing → {nxt.value} — no applicable exports", reason="Released",
                            requeue_after=TICK)
@@ -683,16 +740,22 @@ def decide_releasing(observed: Observed, deps: Deps) -> Decision:
     except RenderError as err:
         return _stalled(observed, f"cannot render export Jobs: {err}", reason="InvalidSpec")
     lost = [r for r in starting if r.lost]
-    message = f"releasing — waiting for {in_flight} export Job(s) (succeeded={succeeded}, failed={failed})"
-    reason = "ExportJobLost" if lost else "ExportsRunning"
+    held = [(r, f"export {r.index} (Job {exports.export_job_name(process, r.index)}): {r.detail}")
+            for r in runs if r.state is state.RUNNING and r.detail]
+    message = "; ".join([f"releasing — waiting for {in_flight} export Job(s) (succeeded={succeeded}, failed={failed})",
+                         *(why for _, why in held)])
+    reason = "ExportJobLost" if lost else EXPORT_JOB_WAITING if held else "ExportsRunning"
+    previous = _status_message(process) or ""
     events = _export_warnings(process, runs, invalid=not started, failed=False) + tuple(
         Event.warning("ExportJobLost", f"export {r.index}: Job {exports.export_job_name(process, r.index)} was "
                                        "deleted before it finished; starting it again")
-        for r in lost)
+        for r in lost) + tuple(Event.warning(EXPORT_JOB_WAITING, why) for _, why in held if why not in previous)
     conds = process.status.conditions if process.status is not None else []
-    same = _status_message(process) == message and any(c.type_ == "Ready" and c.reason == reason for c in conds)
+    same = previous == message and any(c.type_ == "Ready" and c.reason == reason for c in conds)
     status = None if same else _message_write(observed, message, reason=reason)
-    return Decision(apply=jobs, status=status, events=events, requeue_after=observed.heartbeat_seconds)
+    podless = any(job.status.without_pod() for job in observed.export_jobs.values())
+    requeue = min(observed.heartbeat_seconds, WAITING_JOB_POLL) if podless else observed.heartbeat_seconds
+    return Decision(apply=jobs, status=status, events=events, requeue_after=requeue)
 
 
 def _pending_signal(child: Process) -> ProcessSignal | None:
@@ -768,8 +831,9 @@ def decide_reaped(observed: Observed, deps: Deps) -> Decision:
 
 # ── routing children and stable names ───────────────────────────────────────
 
-_ROUTED = frozenset(ProcessPhase) - {_P.PENDING, _P.FORKING, _P.REAPED}
-"""Phases in which a Process may have routing children (Reaped deletes every child itself)."""
+_ROUTED = frozenset(ProcessPhase) - {_P.PENDING, _P.FORKING}
+"""Phases in which a Process may have routing children (Reaped deletes every child itself; its claims
+and condition are still settled here)."""
 
 _REPAIR: dict[ProcessPhase, frozenset[str]] = {_P.ATTESTED: frozenset({INSTANCE, STABLE}),
                                                _P.RUNNING: frozenset({STABLE})}
@@ -784,39 +848,67 @@ def _claim_events(condition: ProcessCondition) -> Event:
     return Event.normal(condition.reason or STABLE_NAME, message)
 
 
-def with_routing(observed: Observed, deps: Deps, decision: Decision) -> Decision:
-    """``decision`` plus the routing upkeep of a Process with ``spec.routing``
-    (docs/behaviour.md#ingress-and-dnsendpoint, docs/behaviour.md#stable-name-claims):
+def _is_stable(manifest: Manifest | Job) -> bool:
+    return isinstance(manifest, Manifest) and manifest.metadata.labels.get(ROUTING_FORM) == STABLE
 
+
+def with_routing(observed: Observed, deps: Deps, decision: Decision) -> Decision:
+    """``decision`` plus the routing upkeep of a Process with ``spec.routing`` or named by a claim
+    (docs/behaviour.md#ingress-and-dnsendpoint, docs/behaviour.md#stable-name-claims), for the phase the
+    decision leaves it in (its transition's target, else its phase):
+
+    - out of Running and Attested, the claims naming it are given up in this very step
+      (``release_claims``, performed before the status write) and its stable pair is neither applied
+      nor kept: the stable children are deleted first (break before make,
+      docs/behaviour.md#handing-a-stable-name-over);
     - owned routing children the current render does not produce are deleted (a stable name lost);
+    - a stable pair (in the decision's applies or the repair) waits while another Process's stable
+      Ingress or DNSEndpoint still serves its host (:func:`reconciler.routing.make_after_break`);
     - in Attested every rendered routing child, in Running the stable ones, is applied again when
       missing from the cache or changed (Attested records a Normal Event ``RoutingDrift`` naming them,
       except for a stable pair whose name is granted in this very pass); not when the decision
       changes the phase;
-    - the ``StableName`` condition follows the claims (:func:`reconciler.routing.stable_name_condition`),
-      with an Event once per change.
+    - the ``StableName`` condition follows the claims as they stand after the step
+      (:func:`reconciler.routing.stable_name_condition`), with an Event once per change.
 
-    A render that fails is left to Execing to report: the decision is returned unchanged.
+    A render that fails is left to Execing to report: no routing child is applied or deleted then.
     """
     process = observed.process
     uid = process.metadata.uid
-    if process.spec.routing is None or process.phase not in _ROUTED or not uid:
+    after = decision.transition.target if decision.transition is not None else process.phase
+    ref = process_ref(process)
+    mine = holder_keys(observed.claims, ref)
+    if (process.spec.routing is None and not mine) or process.phase not in _ROUTED or not uid:
         return decision
+    claims = claims_after(observed.claims, ref, after)
+    leaving = len(claims) != len(observed.claims)
+    view = dataclasses.replace(observed, claims=claims) if leaving else observed
+    applies = decision.apply if after in ELIGIBLE_PHASES else tuple(m for m in decision.apply if not _is_stable(m))
     try:
-        docs = deps.render(observed)
+        docs = deps.render(view) if process.spec.routing is not None else []
     except (IntentNotSupported, RenderError, VariantError):
-        return decision
-    repair = _REPAIR.get(process.phase, frozenset()) if decision.transition is None else frozenset()
-    plan = plan_routing(docs, observed.children, uid, repair=repair)
-    applied = {manifest_ref(m) for m in decision.apply}
-    extra = [(m, why) for m, why in zip(plan.apply, plan.drift, strict=True) if manifest_ref(m) not in applied]
-    deletes = tuple(ref for ref in plan.delete if ref not in decision.delete)
+        docs = None
+    # make after break: a stable pair waits while another Process's still serves its host
+    ours = tuple(m for m in applies if isinstance(m, Manifest))
+    _, waiting = make_after_break(ours, observed.routes, uid)
+    applies = tuple(m for m in applies if not any(m is w for w in waiting))
+    extra: list[tuple[Manifest, str]] = []
+    deletes: tuple[ChildRef, ...] = ()
+    if docs is not None:
+        repair = _REPAIR.get(process.phase, frozenset()) if decision.transition is None else frozenset()
+        plan = plan_routing(docs, observed.children, uid, repair=repair)
+        applied = {manifest_ref(m) for m in applies}
+        now, _ = make_after_break(plan.apply, observed.routes, uid)
+        extra = [(m, why) for m, why in zip(plan.apply, plan.drift, strict=True)
+                 if manifest_ref(m) not in applied and any(m is n for n in now)]
+        deletes = tuple(ref for ref in plan.delete if ref not in decision.delete)
 
     status = process.status
     conditions = list(status.conditions) if status is not None else []
     previous = next((c for c in conditions if c.type_ == STABLE_NAME), None)
-    condition = stable_name_condition(standing(observed.claims, process, deps.fleet_cluster), process.phase,
-                                      previous, process.metadata.generation, observed.now)
+    condition = (stable_name_condition(standing(claims, process, deps.fleet_cluster), after, previous,
+                                       process.metadata.generation, observed.now)
+                 if process.spec.routing is not None or previous is not None else None)
     granted = condition is not None and condition.status == "True"
     events = list(decision.events)
     drifted = [why for m, why in extra
@@ -830,10 +922,11 @@ def with_routing(observed: Observed, deps: Deps, decision: Decision) -> Decision
         wanted = [c for c in current if c.type_ != STABLE_NAME] + [condition]
         patch = merged(decision.status or StatusPatch(), StatusPatch(conditions=wanted))
         events.append(_claim_events(condition))
-    if not extra and not deletes and condition is None:
+    if not extra and not deletes and condition is None and not leaving and applies == decision.apply:
         return decision
-    return dataclasses.replace(decision, status=patch, apply=(*decision.apply, *(m for m, _ in extra)),
-                               delete=(*decision.delete, *deletes), events=tuple(events))
+    return dataclasses.replace(decision, status=patch, apply=(*applies, *(m for m, _ in extra)),
+                               delete=(*decision.delete, *deletes), events=tuple(events),
+                               release_claims=after if leaving else None)
 
 
 Handler = Callable[[Observed, Deps], Decision]
@@ -901,6 +994,12 @@ def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) ->
     )
 
 
+def _leaves(observed: Observed, deps: Deps, decision: Decision) -> Decision:
+    """A deletion's or a signal's phase change, completed by :func:`with_routing` (a holder leaving
+    Running or Attested gives its claims up in the same step); a signal that changes no phase as it is."""
+    return with_routing(observed, deps, decision) if decision.transition is not None else decision
+
+
 def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     """One reconcile of one Process (docs/behaviour.md#one-process-reconcile), in order:
 
@@ -908,6 +1007,9 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     2. the signal annotation, if any (every phase; one-shot);
     3. ``spec.suspended`` on an alive Process not being deleted: wait, no writes;
     4. the phase handler, its decision completed by :func:`with_routing` and :func:`with_fresh_status`.
+
+    A phase change of 1 or 2 is completed by :func:`with_routing` too, so a holder leaving Running or
+    Attested by deletion or a signal gives its stable names up in that step.
 
     A handler asking for an illegal transition is refused: nothing is written, a Warning Event
     ``IllegalTransition`` is recorded and the Process is retried after HEARTBEAT.
@@ -918,12 +1020,12 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     deleting = process.metadata.deletion_timestamp is not None
     try:
         if deleting and phase.is_alive and phase is not _P.EXITING:
-            return phase_write(
+            return _leaves(observed, deps, phase_write(
                 observed, _P.EXITING, "deletion requested", reason="DeletionRequested", requeue_after=TICK
-            )
+            ))
         found = ingest(process.metadata.annotations)
         if found is not None:
-            return decide_signal(observed, found.raw, found.signal)
+            return _leaves(observed, deps, decide_signal(observed, found.raw, found.signal))
         if process.spec.suspended and phase.is_alive and not deleting:
             return Decision(requeue_after=observed.heartbeat_seconds)
         return with_fresh_status(observed, with_routing(observed, deps, HANDLERS[phase](observed, deps)))

@@ -17,7 +17,9 @@ postconditions in Running and Attested (the heartbeat re-check). A Process witho
 conditions costs no request here.
 
 In Releasing, the receipt ConfigMaps of exports whose Job is missing or failed are fetched the same
-way (:meth:`Prefetcher.release_inputs`, docs/behaviour.md#releasing).
+way (:meth:`Prefetcher.release_inputs`, docs/behaviour.md#releasing), and for each export Job the Job
+controller handled but that has no pod, its Warning Events: one LIST with the field selector
+``involvedObject.kind=Job,involvedObject.name=<job>,type=Warning`` (:meth:`Prefetcher.job_warnings`).
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ import msgspec
 
 from reconciler.boundary import promql_queries, referenced_refs
 from reconciler.children import ChildRef, ChildState, child_state
-from reconciler.exports import receipt_refs
+from reconciler.exports import latest_warning, receipt_refs, without_pod
 from shared.domain.api.boundary import Condition
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
-from shared.domain.manifests.batch import ObservedJob
-from shared.kube.client import KubeClient
+from shared.domain.manifests.batch import JobWaiting, ObservedJob
+from shared.kube.client import EVENTS, KubeClient
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.errors import ApiError, NotFound
 
@@ -66,6 +68,10 @@ class _Sample(msgspec.Struct):
 class _Data(msgspec.Struct, rename="camel"):
     result_type: str = ""
     result: object = None
+
+
+class _EventList(msgspec.Struct):
+    items: list[dict[str, object]] = []
 
 
 class _Response(msgspec.Struct):
@@ -169,6 +175,31 @@ class Prefetcher:
         out: dict[ChildRef, ChildState] = {}
         if refs:
             await self._fill_objects(refs, out)
+        return out
+
+    async def job_warnings(self, process: Process, jobs: Mapping[int, ObservedJob]) -> dict[int, JobWaiting]:
+        """The latest Warning Event of each export Job :func:`reconciler.exports.without_pod` names, by export
+        index (none outside Releasing); a Job without one, or whose LIST failed (logged), is left out."""
+        waiting = without_pod(process, jobs)
+        out: dict[int, JobWaiting] = {}
+
+        async def one(index: int, job: ObservedJob) -> None:
+            ns, name = job.metadata.namespace or "default", job.metadata.name or ""
+            try:
+                raw = await self.client.list(EVENTS, ns, field_selector=(
+                    f"involvedObject.kind=Job,involvedObject.name={name},type=Warning"))
+                items = msgspec.json.decode(raw, type=_EventList).items
+            except (ApiError, msgspec.ValidationError) as err:
+                log.warning("Events of export Job %s/%s: %s", ns, name, err)
+                return
+            found = latest_warning(items, job.metadata.uid or "")
+            if found is not None:
+                out[index] = found
+
+        if waiting:
+            async with anyio.create_task_group() as tg:
+                for index, job in waiting.items():
+                    tg.start_soon(one, index, job)
         return out
 
     # -- PromQL -------------------------------------------------------------------------

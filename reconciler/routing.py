@@ -40,7 +40,9 @@ __all__ = [
     "RoutingPlan",
     "contains",
     "drift",
+    "make_after_break",
     "plan_routing",
+    "served_hosts",
     "stable_name_condition",
 ]
 
@@ -150,6 +152,33 @@ def plan_routing(rendered: Sequence[Manifest], children: Mapping[ChildRef, Child
             why.append(f"{ref.kind} {ref.namespace}/{ref.name} {found}")
     delete = tuple(ref for ref in _owned_routing(children, owner_uid) if ref not in wanted)
     return RoutingPlan(tuple(apply), delete, tuple(why))
+
+
+def served_hosts(spec: object) -> list[str]:
+    """The host names a routing child's ``spec`` serves: an Ingress's ``rules[].host``, a DNSEndpoint's
+    ``endpoints[].dnsName``, in order (anything else serves none)."""
+    if not isinstance(spec, Mapping):
+        return []
+    hosts: list[str] = []
+    for field_, entries in (("host", spec.get("rules")), ("dnsName", spec.get("endpoints"))):
+        if isinstance(entries, list):
+            hosts += [e[field_] for e in entries if isinstance(e, Mapping) and isinstance(e.get(field_), str)]
+    return hosts
+
+
+def make_after_break(manifests: Sequence[Manifest], routes: Mapping[str, frozenset[str]],
+                     owner_uid: str) -> tuple[tuple[Manifest, ...], tuple[Manifest, ...]]:
+    """``(apply now, wait)`` of ``manifests``: a stable routing child waits while a stable routing child
+    of another Process (``routes``: host → UIDs of the Processes whose cached stable Ingress or
+    DNSEndpoint serves it) still serves one of its hosts, so the old holder's pair is gone before the
+    new holder's appears (docs/behaviour.md#handing-a-stable-name-over); everything else goes now."""
+    now: list[Manifest] = []
+    wait: list[Manifest] = []
+    for manifest in manifests:
+        taken = _form(manifest) == STABLE and any(
+            routes.get(host, frozenset()) - {owner_uid} for host in served_hosts(_section(as_json(manifest), "spec")))
+        (wait if taken else now).append(manifest)
+    return tuple(now), tuple(wait)
 
 
 def _wanted(standing: ClaimStanding, phase: ProcessPhase,

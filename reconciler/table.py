@@ -27,7 +27,8 @@ keeps it from handing PIDs out twice (docs/behaviour.md#a-missing-or-deleted-tab
 
 - a missing table is recreated with ``nextSequence`` past every sequence number a Process holds
   (a cluster-wide LIST: its own PID, its parent's, and every level above them) and past every number
-  this reconciler handed out, with a Warning Event ``ProcessTableRecreated`` when any is held;
+  this reconciler handed out, with a Warning Event ``ProcessTableRecreated`` when any is held and the
+  table had existed (:func:`table_existed`: not on a fresh install);
 - the table carries our finalizer (:data:`shared.domain.finalizers.TABLE`), put on at creation or by
   the next status write; a deleted table keeps it (Warning Event ``ProcessTableInUse``) until no
   Process holds a PID, and then loses it with a resourceVersion-guarded write, so an allocation that
@@ -37,6 +38,7 @@ keeps it from handing PIDs out twice (docs/behaviour.md#a-missing-or-deleted-tab
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -45,7 +47,17 @@ import anyio
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from reconciler.claims import ClaimAction, arbitrate, candidates_by_key, claims_changed, foreign_holders
+from reconciler.claims import (
+    ELIGIBLE_PHASES,
+    ClaimAction,
+    arbitrate,
+    candidates_by_key,
+    claims_changed,
+    foreign_holders,
+    holder_keys,
+    in_phase,
+    process_ref,
+)
 from shared.domain import finalizers
 from shared.domain.api.codec import decode_table, to_wire, wire_decoder
 from shared.domain.api.phase import ProcessPhase
@@ -88,6 +100,7 @@ __all__ = [
     "process_entry",
     "read_table",
     "sequences_of",
+    "table_existed",
     "table_status",
     "with_table_conditions",
 ]
@@ -97,6 +110,13 @@ DEFAULT_MAX_ROWS: Final = 500
 
 DEFAULT_MAX_ROWS_BYTES: Final = 256 * 1024
 """Byte budget of the rows' JSON (etcd's object limit is 1.5 MiB)."""
+
+RELEASE_ATTEMPTS: Final = 5
+"""Guarded claims writes a release tries (each on a fresh read) before it gives up with a 409."""
+
+LEAVING_SECONDS: Final = 30.0
+"""How long a released holder counts in the phase it is leaving for, while the Process cache still
+shows it in Running or Attested at the resourceVersion it was released at."""
 
 JSON_PATCH: Final = "application/json-patch+json"
 """Content type of the guarded claims write and of the PID bump (:mod:`reconciler.pid`)."""
@@ -202,6 +222,14 @@ def _holds_pid(process: Process) -> bool:
     return process.status is not None and bool(process.status.pid)
 
 
+def table_existed(processes: Iterable[Process], *, seen: bool) -> bool:
+    """Whether a table found missing had existed (so its recreation is worth a Warning,
+    docs/behaviour.md#a-missing-or-deleted-table): this keeper read, created or bumped one before
+    (``seen``), or a Process holds a PID (only a table hands them out). A PID merely named — a child's
+    ``spec.identity.parent`` before any parent holds it, as on a fresh install — proves nothing."""
+    return seen or any(_holds_pid(p) for p in processes)
+
+
 class TableKeeper:
     """Reads table ``name`` for one reconciler, recreating it past every held PID when it is missing,
     and keeps our finalizer on it while any Process holds a PID (see the module docstring).
@@ -220,7 +248,9 @@ class TableKeeper:
         self.highest = 0
         """The highest sequence number this reconciler handed out (:meth:`handed_out`)."""
         self.recreated = 0
-        """Tables created while sequence numbers were held."""
+        """Tables recreated (created after one existed) while sequence numbers were held."""
+        self.seen = False
+        """This keeper has read or created the table before (so a missing one was deleted)."""
 
     def handed_out(self, sequence: int) -> None:
         """Record that ``sequence`` was won by a bump (a recreated table starts past it even before the
@@ -249,19 +279,23 @@ class TableKeeper:
         """
         try:
             raw = await self.client.get(PROCESS_TABLES, self.name)
+            self.seen = True
             return decode_table(raw), raw
         except NotFound:
             pass
-        held = held_sequence(await self.processes())
-        next_sequence = max(held, self.highest) + 1
+        processes = await self.processes()
+        next_sequence = max(held_sequence(processes), self.highest) + 1
+        existed = table_existed(processes, seen=self.seen or self.highest > 0)
         try:
             fresh = default_table(self.name, next_sequence=next_sequence)
             raw = await self.client.create(PROCESS_TABLES, as_json(fresh))
         except Conflict:
             raw = await self.client.get(PROCESS_TABLES, self.name)
+            self.seen = True
             return decode_table(raw), raw
+        self.seen = True
         table = decode_table(raw)
-        if next_sequence > 1:
+        if existed and next_sequence > 1:
             self.recreated += 1
             message = (f"ProcessTable {self.name} was missing: recreated with nextSequence {next_sequence}, "
                        f"past the highest sequence number held ({next_sequence - 1})")
@@ -472,6 +506,11 @@ class TableStatusWriter:
         self._dirty = anyio.Event()
         self._stored: Compared | None = None
         self._uid: str | None = None
+        self._lock = anyio.Lock()
+        """One claims decision at a time: a pass and a :meth:`release` never interleave."""
+        self._leaving: dict[str, tuple[str | None, ProcessPhase, float]] = {}
+        """``<ns>/<name>`` → (resourceVersion it was released at, the phase it leaves for, when), until the
+        cache shows it moved on (:meth:`bidders`)."""
 
     def notify(self, *_: object) -> None:
         """Mark the table out of date (usable directly as an informer handler)."""
@@ -485,6 +524,10 @@ class TableStatusWriter:
             ApiError: the GET, create or a PATCH failed (a claims write that lost a race is not an error:
                 the table is marked out of date and arbitrated again after the interval).
         """
+        async with self._lock:
+            return await self._flush()
+
+    async def _flush(self) -> bool:
         processes = list(self.processes())
         now = self.now()
         table, raw = await self.keeper.read_document()
@@ -500,9 +543,56 @@ class TableStatusWriter:
             self.writes += 1
             self._stored = wanted
             written = True
-        return await self.arbitrate(processes, raw, now) or written
+        return await self.arbitrate(self.bidders(), raw, now) or written
 
-    async def arbitrate(self, processes: Iterable[Process], raw: bytes, now: datetime) -> bool:
+    def bidders(self) -> list[Process]:
+        """``processes()``, each Process released by :meth:`release` counted in the phase it left for while
+        the cache still shows it eligible at the resourceVersion it was released at (for at most
+        :data:`LEAVING_SECONDS`): a pass between the release and the cache showing the phase write must
+        not hand the claim back to it."""
+        now, out = time.monotonic(), []
+        for process in self.processes():
+            ref = process_ref(process)
+            leaving = self._leaving.get(ref)
+            if leaving is not None:
+                version, phase, since = leaving
+                if (process.phase in ELIGIBLE_PHASES and process.metadata.resource_version == version
+                        and now - since <= LEAVING_SECONDS):
+                    process = in_phase(process, phase)
+                else:
+                    del self._leaving[ref]
+            out.append(process)
+        return out
+
+    async def release(self, process: Process, phase: ProcessPhase) -> bool:
+        """Give up the claims naming ``process`` before its status write puts it in ``phase`` (not Running
+        or Attested): the keys are arbitrated at once among the other bidders, as a pass would once the
+        cache shows the write, so a key passes straight to its next holder or is vacated
+        (docs/behaviour.md#handing-a-stable-name-over). True if written; nothing is written when the
+        stored claims no longer name it.
+
+        Raises:
+            Conflict: the guarded write lost :data:`RELEASE_ATTEMPTS` races in a row (the caller decides
+                again later; its status write must not go first).
+            ApiError: the GET, a foreign holder's GET or the PATCH failed otherwise.
+        """
+        ref = process_ref(process)
+        async with self._lock:
+            # the version the cache shows now (it may have moved past the one decided on): kept leaving
+            # until the cache shows a later one, its phase write
+            cached = next((p for p in self.processes() if process_ref(p) == ref), process)
+            self._leaving[ref] = (cached.metadata.resource_version, phase, time.monotonic())
+            for _ in range(RELEASE_ATTEMPTS):
+                table, raw = await self.keeper.read_document()
+                if not holder_keys(table.status.claims if table.status is not None else {}, ref):
+                    return False
+                bidders = [in_phase(p, phase) if process_ref(p) == ref else p for p in self.bidders()]
+                if await self.arbitrate(bidders, raw, self.now(), strict=True):
+                    return True
+        raise Conflict(409, "Conflict", f"ProcessTable {self.table_name}: claims release of {ref} lost "
+                                        f"{RELEASE_ATTEMPTS} races")
+
+    async def arbitrate(self, processes: Iterable[Process], raw: bytes, now: datetime, *, strict: bool = False) -> bool:
         """Decide every claims key (:func:`reconciler.claims.arbitrate`) from the claims stored in the
         table ``raw`` (its JSON as read: the holders survive a restart) and the bids of ``processes``
         plus the holders outside :attr:`namespace`; write them when :func:`~reconciler.claims.claims_changed`
@@ -510,7 +600,8 @@ class TableStatusWriter:
 
         Raises:
             ApiError: a GET of a foreign holder or the PATCH failed (a lost ``test``, 422/409/404, is not
-                raised: the table is marked out of date).
+                raised: the table is marked out of date and False returned — ``strict`` returns False
+                only for that, and True when nothing needed writing, for :meth:`release`).
         """
         document = msgspec.json.decode(raw)
         table = decode_table(raw)
@@ -519,7 +610,7 @@ class TableStatusWriter:
                                  if (p := await self._process(ref)) is not None]]
         new, decisions = arbitrate(current, candidates_by_key(bidders, self.fleet_cluster, now), now)
         if not claims_changed(current, new):
-            return False
+            return strict
         try:
             await self.client.request("PATCH", PROCESS_TABLES.path(None, self.table_name, "status"),
                                       body=msgspec.json.encode(claims_patch(document, new)), content_type=JSON_PATCH)

@@ -9,12 +9,18 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from kubernetes_asyncio import client
 
 from tests.support.kube import api_client
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.helm import Helm
 from tools.controlplane.kubeconform import Kubeconform
+
+# Property tests have no per-example deadline: a wall-clock bound fails them on a busy machine (two cores
+# shared with a control plane), which says nothing about the code. Every other Hypothesis default stays.
+settings.register_profile("tatara", deadline=None)
+settings.load_profile("tatara")
 
 
 @pytest.fixture(scope="session")

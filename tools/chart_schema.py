@@ -124,7 +124,7 @@ def common_properties(lease_name: str) -> dict[str, Any]:
 
 
 RECONCILER_CONFIG: dict[str, Any] = _closed({
-    "heartbeatSeconds": {"type": "integer", "minimum": 0},
+    "heartbeatSeconds": {"type": "integer", "minimum": 1},
     "exportWorkerImage": {"type": "string", "minLength": 1},
     "exportWorkerServiceAccount": _NAME,
     "fleetCluster": _STR,
@@ -133,6 +133,7 @@ RECONCILER_CONFIG: dict[str, Any] = _closed({
     "dnsLbTarget": _STR,
     "prometheusUrl": {"type": "string", "pattern": r"^(https?://.+)?$"},
     "tableStatusInterval": _SECONDS,
+    "workers": {"type": "integer", "minimum": 1},
 })
 
 EXPORT_WORKER: dict[str, Any] = _closed({

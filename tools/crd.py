@@ -670,8 +670,6 @@ _CONDITION_REASON = PrinterColumn("Reason", "string", _ready_condition("reason")
                                   "Reason of the Ready condition (why it is not Ready).", priority=1)
 _CONDITION_MESSAGE = PrinterColumn("Message", "string", _ready_condition("message"),
                                    "Message of the Ready condition.", priority=1)
-_STATUS_MESSAGE = PrinterColumn("Message", "string", ".status.message",
-                                "What the reconciler last said about this object.", priority=1)
 
 CATEGORIES_NAMESPACED = ("tatara", "all")
 """``kubectl get tatara`` lists every tatara kind; ``kubectl get all`` includes the namespaced ones."""
@@ -706,10 +704,11 @@ def tatara_resources() -> tuple[Resource, ...]:
     Process and ProcessTable (chart ``tatara-reconciler``), EphemeralPool and
     EphemeralAllocation (chart ``tatara-pool-reconciler``). Names, scope and short names are the
     reference's; printer columns are the reference's followed by the Ready condition's status, reason
-    and message where the kind has that condition, and categories ``tatara``/``all`` are ours
-    (docs/divergences.md#crd-columns)."""
+    and message where the kind has that condition (the pool's count of Free members is headed ``Free``,
+    so its ``Ready`` is the condition's, as on every other kind), and categories ``tatara``/``all`` are
+    ours (docs/divergences.md#crd-columns)."""
     from shared.domain.api.allocation import AllocationSpec, AllocationStatus
-    from shared.domain.api.pool import PoolSpec, PoolStatus
+    from shared.domain.api.pool import AdmittedPoolSpec, PoolStatus
     from shared.domain.api.process import ProcessSpec, ProcessStatus
     from shared.domain.api.table import ProcessTableSpec, ProcessTableStatus
     from shared.domain.group import GROUP, VERSION
@@ -768,16 +767,17 @@ def tatara_resources() -> tuple[Resource, ...]:
             plural="ephemeralpools",
             singular="ephemeralpool",
             scope="Namespaced",
-            spec_type=PoolSpec,
+            spec_type=AdmittedPoolSpec,
             status_type=PoolStatus,
             chart="tatara-pool-reconciler",
             short_names=("epool",),
             categories=CATEGORIES_NAMESPACED,
             printer_columns=(
                 PrinterColumn("Desired", "integer", ".spec.desiredSize"),
-                PrinterColumn("Ready", "integer", ".status.readyCount"),
+                PrinterColumn("Free", "integer", ".status.readyCount"),
                 PrinterColumn("Allocated", "integer", ".status.allocatedCount"),
                 PrinterColumn("Phase", "string", ".status.phase"),
+                _CONDITION_STATUS,
                 _CONDITION_REASON,
                 _CONDITION_MESSAGE,
                 _age(),
@@ -801,7 +801,9 @@ def tatara_resources() -> tuple[Resource, ...]:
                 PrinterColumn("Phase", "string", ".status.phase"),
                 PrinterColumn("Process", "string", ".status.assignedProcess.name"),
                 PrinterColumn("Requestor", "string", ".spec.requestor.kind"),
-                _STATUS_MESSAGE,
+                _CONDITION_STATUS,
+                _CONDITION_REASON,
+                _CONDITION_MESSAGE,
                 _age(),
             ),
             description="A request to hold one pool member (e.g. per pull request) until its TTL expires.",

@@ -33,7 +33,7 @@ from shared.kube.informer import Informer, WatchEventType
 from shared.kube.logcontext import log_context
 from shared.kube.meta import KubeObject
 from shared.kube.metrics import RuntimeMetrics, runtime_metrics
-from shared.kube.workqueue import ShutDown, WorkQueue
+from shared.kube.workqueue import Clock, RateLimiter, ShutDown, WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,10 @@ class Controller(Generic[T]):
         workers: concurrent reconciles (controller-runtime's MaxConcurrentReconciles; default 1).
         predicates: filters for primary events (default: drop status-only updates).
         metrics: the metric set (default: the process registry's).
+        clock: the work queue's clock (default monotonic), which times requeues, backoff and the
+            queue metrics.
+        rate_limiter: the work queue's per-key retry limiter (default: client-go's controller rate
+            limiter on ``clock``; controller-runtime's ``Options.RateLimiter``).
     """
 
     def __init__(
@@ -135,6 +139,8 @@ class Controller(Generic[T]):
         workers: int = 1,
         predicates: Iterable[Predicate] = (generation_or_metadata_changed,),
         metrics: RuntimeMetrics | None = None,
+        clock: Clock | None = None,
+        rate_limiter: RateLimiter[Request] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -144,7 +150,8 @@ class Controller(Generic[T]):
         self.workers = workers
         self.metrics = metrics or runtime_metrics()
         self.metrics.init_controller(name, max_concurrent_reconciles=workers)
-        self.queue: WorkQueue[Request] = WorkQueue(metrics=self.metrics.workqueue(name))
+        self.queue: WorkQueue[Request] = WorkQueue(clock=clock, rate_limiter=rate_limiter,
+                                                   metrics=self.metrics.workqueue(name))
         self._informers: list[Informer[Any]] = [primary]
         self._tracer = trace.get_tracer("tatara.controller")
         primary_predicates = tuple(predicates)

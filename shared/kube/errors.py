@@ -72,7 +72,15 @@ class NotFound(ApiError):
 
 
 class Conflict(ApiError):
-    """409: resourceVersion precondition failed, or the object already exists."""
+    """409: the resourceVersion precondition failed (an update raced another writer)."""
+
+
+class AlreadyExists(Conflict):
+    """409 with Status reason ``AlreadyExists``: a create found the name taken.
+
+    A :class:`Conflict` too, so a caller for whom both mean "someone else wrote first" catches one
+    class; a create that must tell them apart catches this one.
+    """
 
 
 class Gone(ApiError):
@@ -108,6 +116,8 @@ def api_error(status: int, body: bytes) -> ApiError:
     except msgspec.DecodeError:
         reason, message, causes = "", body.decode(errors="replace")[:500], ()
     cls = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
+    if cls is Conflict and reason == "AlreadyExists":  # one HTTP code, two cases: the Status reason says which
+        cls = AlreadyExists
     return cls(status, reason or cls.__name__, message, causes, body)
 
 

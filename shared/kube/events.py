@@ -41,7 +41,7 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from shared.kube.client import EVENTS, KubeClient, Resource
-from shared.kube.errors import Conflict, NotFound
+from shared.kube.errors import AlreadyExists, NotFound
 from shared.kube.meta import as_json
 from shared.kube.ratelimit import TokenBucket
 
@@ -361,7 +361,7 @@ class EventRecorder:
         namespace = document["metadata"]["namespace"]
         try:
             await self._create(namespace, document)
-        except Conflict:  # a name taken in the same nanosecond by another recorder: one more try
+        except AlreadyExists:  # a name taken in the same nanosecond by another recorder: one more try
             document["metadata"]["name"] = name = event_name(involved["name"], self._nanos())
             await self._create(namespace, document)
         self._series.put(key, _Series(name, namespace, document, 1, now))

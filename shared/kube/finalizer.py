@@ -248,7 +248,9 @@ async def finalize(
     """Run ``reconcile`` for the cached ``obj`` as :class:`Apply` or :class:`Cleanup`, managing ``finalizer``.
 
     - live and ``needed(obj)``, finalizer absent: add it (guarded), then Apply — the finalizer is on
-      before any other write of the pass;
+      before any other write of the pass. When the live object refuses it (being deleted, gone, or it
+      already carries the finalizer: the cached copy was stale), the pass ends without Apply; the
+      newer object's watch event starts the next one;
     - live: Apply; if the outcome is ``released`` and the finalizer is held, remove it (the object's
       work is over; ``needed`` should then be False for it, or the next pass adds it back);
     - deleting, finalizer held: Cleanup; once the outcome is ``released``, remove the finalizer;
@@ -271,8 +273,13 @@ async def finalize(
     else:
         if not held and needed(obj):
             written = await _added(client, resource, view.namespace, view.name, finalizer, obj, DEFAULT_RETRY)
-            held = added = written is not None
-            if written is not None and decode is not None:
+            if written is None:
+                # Refused on the live object: it is being deleted, gone, or already carries the finalizer.
+                # The cached copy is stale in each case and its watch event is on the way; Apply on it
+                # would converge an object that is going away.
+                return Result.done()
+            held = added = True
+            if decode is not None:
                 obj = decode(written)
         outcome = await reconcile(Apply(obj))
     if outcome.released and held:

@@ -16,7 +16,9 @@ Behaviour (docs/runtime.md#informer, after client-go's reflector):
   reset after a healthy watch; a 401 re-reads credentials (the client does it);
 - ``managedFields`` never reach the cache: objects are decoded into Structs that do not
   declare it;
-- indexers (name → function from object to index values) and :attr:`has_synced`.
+- the cache is a :class:`~shared.kube.store.Store` (:attr:`Informer.store`, with its indices and
+  handlers); the informer is the watcher and reflector that fill it, as kube-rs splits them. Its read
+  methods (``get``, ``objects``, ``by_index``...) are the store's; :attr:`has_synced` is its own.
 
 The informer works without a controller: handlers are plain callables.
 """
@@ -27,7 +29,6 @@ import logging
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Generic, TypeVar
 
 import anyio
@@ -38,6 +39,18 @@ from shared.kube.errors import ApiError, Gone, NotFound, status_error
 from shared.kube.meta import KubeObject
 from shared.kube.pager import DEFAULT_PAGE_SIZE, list_all
 from shared.kube.ratelimit import Backoff
+from shared.kube.store import Handler, Store, WatchEventType, object_key
+
+__all__ = [
+    "BACKOFF_RESET_AFTER",
+    "MIN_WATCH_TIMEOUT",
+    "WATCH_BACKOFF",
+    "WATCH_DEADLINE_GRACE",
+    "Informer",
+    "InformerStats",
+    "WatchEventType",
+    "object_key",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,20 +65,6 @@ a resource that has no objects.)"""
 
 
 T = TypeVar("T", bound=KubeObject)
-
-
-class WatchEventType(Enum):
-    """What happened to a cached object."""
-
-    ADDED = "ADDED"
-    MODIFIED = "MODIFIED"
-    DELETED = "DELETED"
-
-
-def object_key(obj: KubeObject) -> str:
-    """The cache key: ``<namespace>/<name>``, or ``<name>`` for cluster-scoped objects."""
-    meta = obj.metadata
-    return f"{meta.namespace}/{meta.name}" if meta.namespace else str(meta.name)
 
 
 class _BookmarkMeta(msgspec.Struct):
@@ -144,10 +143,8 @@ class Informer(Generic[T]):
         self._rng = rng or random.Random()
         self._decode_object: Callable[[bytes], T] = decoder or msgspec.json.Decoder(decode_type).decode
         self._bookmark_decoder = msgspec.json.Decoder(_Bookmark)
-        self._store: dict[str, T] = {}
-        self._indexers: dict[str, Callable[[T], Iterable[str]]] = {}
-        self._indices: dict[str, dict[str, set[str]]] = {}
-        self._handlers: list[Callable[[WatchEventType, T | None, T], None]] = []
+        self.store: Store[T] = Store(resource.plural)
+        """The cache this informer fills (and its indices and handlers)."""
         self._synced = anyio.Event()
         self.resource_version: str = ""
         """The last resourceVersion seen (list, event or bookmark); the watch resumes from it."""
@@ -168,30 +165,25 @@ class Informer(Generic[T]):
 
     def get(self, key: str) -> T | None:
         """The cached object for ``<namespace>/<name>`` (or ``<name>``), or None."""
-        return self._store.get(key)
+        return self.store.get(key)
 
     def objects(self) -> list[T]:
         """Every cached object (a snapshot list)."""
-        return list(self._store.values())
+        return self.store.objects()
 
     def keys(self) -> list[str]:
-        return list(self._store)
+        return self.store.keys()
 
     def __len__(self) -> int:
-        return len(self._store)
+        return len(self.store)
 
     def add_indexer(self, name: str, index: Callable[[T], Iterable[str]]) -> None:
-        """Register an index ``name``; ``index(obj)`` returns the values ``obj`` is filed under.
+        """:meth:`Store.add_indexer <shared.kube.store.Store.add_indexer>` on the cache.
 
         Raises:
             ValueError: an indexer of that name exists already.
         """
-        if name in self._indexers:
-            raise ValueError(f"indexer {name!r} already registered")
-        self._indexers[name] = index
-        self._indices[name] = {}
-        for key, obj in self._store.items():
-            self._index(name, key, obj)
+        self.store.add_indexer(name, index)
 
     def by_index(self, name: str, value: str) -> list[T]:
         """Cached objects that index ``name`` files under ``value``.
@@ -199,7 +191,7 @@ class Informer(Generic[T]):
         Raises:
             KeyError: no indexer called ``name``.
         """
-        return [self._store[k] for k in sorted(self._indices[name].get(value, ()))]
+        return self.store.by_index(name, value)
 
     def index_values(self, name: str) -> list[str]:
         """Every value index ``name`` files at least one cached object under, unordered.
@@ -207,11 +199,11 @@ class Informer(Generic[T]):
         Raises:
             KeyError: no indexer called ``name``.
         """
-        return list(self._indices[name])
+        return self.store.index_values(name)
 
-    def add_handler(self, handler: Callable[[WatchEventType, T | None, T], None]) -> None:
+    def add_handler(self, handler: Handler[T]) -> None:
         """Call ``handler(type, old, new)`` on every change (including those a relist synthesizes)."""
-        self._handlers.append(handler)
+        self.store.add_handler(handler)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -238,7 +230,7 @@ class Informer(Generic[T]):
             except NotFound as err:
                 # the resource is not served (yet): its honest cache is empty; keep retrying
                 if not self.has_synced:
-                    self._replace({})
+                    self.stats.synthesized_deletes += self.store.replace(())
                     self._synced.set()
                 self.stats.errors += 1
                 await self._back_off(err)
@@ -261,22 +253,9 @@ class Informer(Generic[T]):
         listing = await list_all(self.client, self.resource, self._decode, self.namespace,
                                  label_selector=self.label_selector, page_size=self.page_size)
         self.stats.lists += 1
-        self._replace({object_key(item): item for item in listing.items})
+        self.stats.synthesized_deletes += self.store.replace(listing.items)
         self.resource_version = listing.resource_version
         self._synced.set()
-
-    def _replace(self, fresh: dict[str, T]) -> None:
-        """Swap in a full list; tell handlers what changed, synthesizing deletes for vanished keys."""
-        old_store = self._store
-        for key in [k for k in old_store if k not in fresh]:
-            self.stats.synthesized_deletes += 1
-            self._apply(WatchEventType.DELETED, key, old_store[key])
-        for key, obj in fresh.items():
-            previous = self._store.get(key)
-            if previous is None:
-                self._apply(WatchEventType.ADDED, key, obj)
-            elif previous.metadata.resource_version != obj.metadata.resource_version:
-                self._apply(WatchEventType.MODIFIED, key, obj)
 
     async def _watch_once(self) -> None:
         timeout = self.min_watch_timeout + int(self._rng.random() * self.min_watch_timeout)
@@ -311,11 +290,10 @@ class Informer(Generic[T]):
         obj = self._decode(event.object)
         if obj is None:
             return
-        key = object_key(obj)
         if event.type == "DELETED":
-            self._apply(WatchEventType.DELETED, key, obj)
+            self.store.apply(WatchEventType.DELETED, obj)
         elif event.type in ("ADDED", "MODIFIED"):
-            self._apply(WatchEventType.MODIFIED if key in self._store else WatchEventType.ADDED, key, obj)
+            self.store.upsert(obj)
         if obj.metadata.resource_version:
             self.resource_version = obj.metadata.resource_version
 
@@ -332,32 +310,3 @@ class Informer(Generic[T]):
             if self.on_decode_error is not None:
                 self.on_decode_error(bytes(raw), err)
             return None
-
-    def _apply(self, kind: WatchEventType, key: str, obj: T) -> None:
-        old = self._store.get(key)
-        if old is not None:
-            self._unindex(key, old)
-        if kind is WatchEventType.DELETED:
-            self._store.pop(key, None)
-        else:
-            self._store[key] = obj
-            for name in self._indexers:
-                self._index(name, key, obj)
-        for handler in self._handlers:
-            try:
-                handler(kind, old, obj)
-            except Exception:
-                log.exception("%s: event handler failed for %s", self.resource.plural, key)
-
-    def _index(self, name: str, key: str, obj: T) -> None:
-        for value in self._indexers[name](obj):
-            self._indices[name].setdefault(value, set()).add(key)
-
-    def _unindex(self, key: str, obj: T) -> None:
-        for name, index in self._indexers.items():
-            for value in index(obj):
-                keys = self._indices[name].get(value)
-                if keys is not None:
-                    keys.discard(key)
-                    if not keys:
-                        del self._indices[name][value]

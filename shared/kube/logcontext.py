@@ -31,11 +31,6 @@ def log_context(**fields: Any) -> Iterator[None]:
         _fields.reset(token)
 
 
-def current_fields() -> dict[str, Any]:
-    """The fields bound by the enclosing :func:`log_context` blocks."""
-    return dict(_fields.get())
-
-
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``ts`` (RFC 3339 UTC), ``level``, ``logger``, ``msg``, bound fields,
     ``extra=`` fields, and ``exc`` (the formatted traceback) when there is one."""

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.kube.client import KubeClient, Resource
-from shared.kube.errors import Conflict, NotFound
+from shared.kube.errors import AlreadyExists, NotFound
 from shared.kube.meta import ObjectRef, as_json, meta_view
 
 log = logging.getLogger(__name__)
@@ -256,5 +256,5 @@ async def get_or_create(
         pass
     try:
         return await client.create(resource, as_json(body), namespace)
-    except Conflict:
+    except AlreadyExists:
         return await client.get(resource, name, namespace)

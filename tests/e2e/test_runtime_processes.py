@@ -113,12 +113,20 @@ async def test_sigterm_finishes_the_in_flight_reconcile_and_exits_zero(
     control_plane: LocalControlPlane, kube: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
     core = client.CoreV1Api(kube)
-    args = ["--reconcile-delay", "2", "--grace", "20", "--workers", "1"]
+    gate = tmp_path / "let-it-end"
+    os.mkfifo(gate)
+    args = ["--hold-until", str(gate), "--grace", "60", "--workers", "1"]
     with operators(control_plane, namespace, tmp_path, args, identities=("solo",)) as (op,):
         await core.create_namespaced_config_map(namespace, {"metadata": {"name": "slow"}, "data": {"value": "s"}})
         await wait_for(lambda: _async(op.first("reconcile start")), timeout=60, what="a reconcile to start")
         op.proc.send_signal(signal.SIGTERM)
-        assert op.proc.wait(timeout=25) == 0
+        # the reconcile cannot end before the gate opens: the drain has begun with it in flight
+        await wait_for(lambda: _async(op.first("shutting down")), timeout=30, what="the SIGTERM to start the drain")
+        assert op.proc.poll() is None, "the process waits for its in-flight reconcile"
+        assert op.first("reconcile end") is None
+        with gate.open("wb"):  # the reconcile's read of the pipe ends when this end closes
+            pass
+        assert op.proc.wait(timeout=30) == 0
         assert op.first("reconcile end") is not None
         assert (await annotations_of(kube, namespace, "slow")).get(SEEN) == "s"
 

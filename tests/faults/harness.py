@@ -21,7 +21,8 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from tests.integration.reconciler.test_lifecycle import flux_process
 from tests.support.kube import wait_for
 from tools.controlplane.cluster import free_port
 from tools.processes import log_tail, stop_process_groups
+from tools.standins.flux import FluxStandIn
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = {"reconciler": "reconciler.main", "pool": "pool_reconciler.main"}
@@ -65,6 +67,7 @@ class Binary:
     proc: subprocess.Popen[bytes]
     log: Path
     leader_elect: bool = False
+    extra: tuple[str, ...] = ()
 
 
 @dataclass
@@ -79,23 +82,25 @@ class Binaries:
     _changed: anyio.Event | None = None
     """Set by :meth:`start` while :meth:`supervise` runs, so it watches the new binary too."""
 
-    def start(self, role: str, *, leader_elect: bool = False) -> Binary:
-        """Start one ``role`` (``reconciler`` or ``pool``) replica."""
+    def start(self, role: str, *, leader_elect: bool = False, extra: Sequence[str] = ()) -> Binary:
+        """Start one ``role`` (``reconciler`` or ``pool``) replica; ``extra`` flags go last (a
+        ``--table-status-interval`` among them replaces the tier's 0.5 s)."""
         self.started[role] += 1
         args = ["--watch-namespace", self.namespace, "--controller-namespace", self.namespace,
                 "--health-addr", f"127.0.0.1:{free_port()}", "--heartbeat-seconds", "5",
                 f"--leader-elect={'true' if leader_elect else 'false'}"]
         if leader_elect:
             args += LEASE_FLAGS
-        if role == "reconciler":
+        if role == "reconciler" and "--table-status-interval" not in extra:
             args += ["--table-status-interval", "0.5"]
+        args += extra
         log = self.logs / f"{role}-{self.started[role]}.log"
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         with open(log, "wb") as handle:
             proc = subprocess.Popen([sys.executable, "-m", MODULES[role], *args], cwd=ROOT, stdout=handle,
                                     stderr=subprocess.STDOUT, start_new_session=True,
                                     env={**env, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"})
-        binary = Binary(role, proc, log, leader_elect)
+        binary = Binary(role, proc, log, leader_elect, tuple(extra))
         self.running.append(binary)
         if self._changed is not None:
             self._changed.set()
@@ -127,7 +132,7 @@ class Binaries:
         self.running.remove(binary)
         restarts.append(f"{binary.log.name} exited {code}, restarted")
         assert sum(self.started.values()) < MAX_STARTS, f"a crash loop:\n{self.report()}"
-        self.start(binary.role, leader_elect=binary.leader_elect)
+        self.start(binary.role, leader_elect=binary.leader_elect, extra=binary.extra)
 
     async def _api_ready(self) -> bool:
         try:
@@ -155,6 +160,18 @@ class Binaries:
                  for b in self.running}
         return "\n".join(f"--- {log.name} ({state.get(log.name, 'gone')}):\n{log_tail(log, 20)}"
                          for log in sorted(self.logs.glob("*.log")))
+
+
+@asynccontextmanager
+async def flux(kc: KubeClient, ns: str, binaries: Binaries, done: list[str]) -> AsyncIterator[None]:
+    """The Flux stand-in, and the binaries' supervisor (restarts noted in ``done``), for the block."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(FluxStandIn(kc, namespace=ns).run)
+        tg.start_soon(binaries.supervise, done)
+        try:
+            yield
+        finally:
+            tg.cancel_scope.cancel()
 
 
 def transient(err: ApiError) -> bool:

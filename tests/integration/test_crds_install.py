@@ -454,6 +454,15 @@ async def test_a_pool_with_an_unknown_replacement_policy_is_rejected(
 _DURATION = "must be a duration: a number and a unit"
 _PID = "must be the PID path of the parent Process"
 _AP = {"chartRef": "oci://ghcr.io/pleme-io/charts/api", "version": "1.x"}
+_CHART = "must be a chart reference"
+_VERSION = "must be a chart version, a semver range or an OCI tag"
+_CHART_AT = {"processes": "intent", "ephemeralpools": "template"}
+
+
+def _with_chart(plural: str, key: str, value: str) -> dict[str, Any]:
+    """A spec whose one ``aplicacao`` (a Process's intent, a pool's member template) has ``key: value``."""
+    return {_CHART_AT[plural]: {"aplicacao": {**_AP, key: value}}}
+
 
 BAD_GRAMMAR = [
     pytest.param("processes", {"boundary": {"timeout": "banana"}}, "spec.boundary.timeout", _DURATION,
@@ -489,6 +498,18 @@ BAD_GRAMMAR = [
     pytest.param("ephemeralpools", {"template": {"aplicacao": _AP, "parent": "seph.1."}}, "spec.template.parent", _PID,
                  id="a member parent PID with a trailing dot"),
     pytest.param("ephemeralallocations", {"ttl": ""}, "spec.ttl", _DURATION, id="an empty allocation ttl"),
+    *(pytest.param(plural, _with_chart(plural, key, value), f"spec.{_CHART_AT[plural]}.aplicacao.{key}",
+                   _CHART if key == "chartRef" else _VERSION, id=why)
+      for plural, key, value, why in [
+          ("processes", "chartRef", "not a chart ref at all", "a chart ref in words"),
+          ("processes", "chartRef", "oci://", "an oci chart ref without a registry"),
+          ("processes", "chartRef", "https://charts.example/app", "a chart ref that is an https URL"),
+          ("processes", "chartRef", "repo/sub/chart", "a repository-style chart ref with two slashes"),
+          ("processes", "version", "???", "a chart version of question marks"),
+          ("processes", "version", ">= 1.0 ?", "a semver range with a stray character"),
+          ("ephemeralpools", "chartRef", "oci://ghcr.io/Org/App", "a member oci chart ref with capitals"),
+          ("ephemeralpools", "version", "1 .2", "a member chart version with a space inside"),
+      ]),
 ]
 
 
@@ -530,6 +551,12 @@ GOOD_GRAMMAR = [
     {"routing": {"hostnames": [{"app": "api", "cluster": "plo", "instance": "pr-7"}],
                  "backend": {"service": "a", "port": 80}}},
     {"encapsulates": {"kind": {"bareWorkload": {"namespace": "n", "selector": {"app": "api_v1.2", "tier": ""}}}}},
+    *({"intent": {"aplicacao": {"chartRef": ref, "version": "1.0.0"}}}
+      for ref in ("oci://ghcr.io/pleme-io/charts/lareira-demo-app", "oci://localhost:5000/charts/app", "oci://x",
+                  "bitnami/nginx", "flux-system.charts/my_chart-1.2", "podinfo")),
+    *({"intent": {"aplicacao": {"chartRef": "bitnami/nginx", "version": v}}}
+      for v in ("", "*", "1", "1.x", "6.X.*", "^1.2", "~1.2.3", "~> 1.2", ">=1.0.0 <2.0.0",
+                ">= 1.2, < 3.0.0 || >= 4.2.3", "1.2 - 1.4.5", "v1.2.3-rc.1+build.5", "!=1.3.0", "latest")),
 ]
 
 
@@ -540,3 +567,89 @@ async def test_the_api_server_admits_the_grammars_spellings(
     stored = await _objects(kube).create_namespaced_custom_object(
         GROUP, VERSION, namespace, "processes", _process("good", **spec), dry_run="All")
     _assert_nothing_pruned(spec, stored["spec"])
+
+
+# ----------------------------------------------------------------------------- pool size order (issue 28)
+
+
+def _legacy_pool(name: str, **sizes: int) -> dict[str, Any]:
+    """:func:`_pool` sized the legacy way (``desired`` 0) with ``sizes`` (``minSize`` etc.)."""
+    doc = _pool(name)
+    doc["spec"].update({"desired": 0, **sizes})
+    return doc
+
+
+# minSize ≤ desiredSize ≤ maxSize for legacy pools, maxSize 0 meaning no cap (docs/behaviour.md#pool-size-admission)
+_ABOVE_MAX = "desiredSize must be at most maxSize when desired is 0"
+_ABOVE_DESIRED = "minSize must be at most desiredSize when desired is 0"
+BAD_SIZES = [  # (sizes, the field named, the message)
+    ({"minSize": 4, "desiredSize": 5, "maxSize": 2}, "spec.desiredSize", _ABOVE_MAX),  # the issue's example
+    ({"desiredSize": 3, "maxSize": 2}, "spec.desiredSize", _ABOVE_MAX),
+    ({"minSize": 3, "desiredSize": 2}, "spec.minSize", _ABOVE_DESIRED),  # no cap
+    ({"minSize": 3, "desiredSize": 1, "maxSize": 2}, "spec.minSize", _ABOVE_DESIRED),
+]
+GOOD_SIZES = [
+    {"desiredSize": 5},  # maxSize 0: no cap
+    {"minSize": 2, "desiredSize": 2, "maxSize": 2},
+    {"minSize": 0, "desiredSize": 0, "maxSize": 1000},
+    {"minSize": 1, "desiredSize": 3, "maxSize": 4},
+    {"desired": 3, "minSize": 5, "desiredSize": 0, "maxSize": 1},  # desired-count sizing: not checked
+]
+
+
+async def test_the_api_server_refuses_only_legacy_pools_whose_sizes_are_out_of_order(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    objects = _objects(kube)
+    for sizes, field, fragment in BAD_SIZES:
+        with pytest.raises(ApiException) as caught:
+            await objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "ephemeralpools",
+                                                          _legacy_pool("bad", **sizes), dry_run="All")
+        assert caught.value.status == 422, sizes
+        message = json.loads(caught.value.body)["message"]
+        assert f"{field}: Invalid value: {fragment}" in message, (sizes, message)
+    for sizes in GOOD_SIZES:
+        stored = await objects.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, "ephemeralpools", _legacy_pool("good", **sizes), dry_run="All")
+        assert {k: stored["spec"][k] for k in sizes} == sizes
+
+
+# ----------------------------------------------------------------------------- columns of every kind (issue 28)
+
+_READY_FALSE = {"status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "MaxSizeReached",
+                "message": "at maxSize 1: 1 active member(s)"}
+
+
+@pytest.mark.parametrize(("plural", "doc", "status", "columns", "expected"), [
+    pytest.param("ephemeralpools", _legacy_pool("capped", desiredSize=1, maxSize=1),
+                 {"phase": "ScalingUp", "readyCount": 0, "allocatedCount": 1},
+                 ["Name", "Desired", "Free", "Allocated", "Phase", "Ready", "Reason", "Message", "Age"],
+                 {"Desired": 1, "Free": 0, "Allocated": 1, "Phase": "ScalingUp"}, id="EphemeralPool"),
+    pytest.param("ephemeralallocations", _object("ephemeralallocations", "waiting",
+                                                          {"poolRef": {"name": "capped", "namespace": "pools"}}),
+                 {"phase": "Queued", "message": "waiting for a free member of pool capped"},
+                 ["Name", "Pool", "Phase", "Process", "Requestor", "Ready", "Reason", "Message", "Age"],
+                 {"Pool": "capped", "Phase": "Queued", "Requestor": "manual"}, id="EphemeralAllocation"),
+])
+async def test_kubectl_get_shows_the_ready_condition_of_pools_and_allocations_as_of_processes(
+    kube: client.ApiClient, tatara_crds: list[dict[str, Any]], namespace: str, plural: str, doc: dict[str, Any],
+    status: dict[str, Any], columns: list[str], expected: dict[str, Any],
+) -> None:
+    objects = _objects(kube)
+    name = doc["metadata"]["name"]
+    await objects.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, doc)
+    conditions = [{"type": "Ready", **_READY_FALSE}, {"type": "Reconciling", **_READY_FALSE},
+                  {"type": "Stalled", **_READY_FALSE, "status": "True"}]
+    await objects.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, plural, name, {"status": {**status, "conditions": conditions}},
+        _content_type="application/merge-patch+json")
+    table = await _table(kube, f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}")
+    definitions = table["columnDefinitions"]
+    assert [c["name"] for c in definitions] == columns
+    priorities = {c["name"]: c["priority"] for c in definitions}
+    assert (priorities["Ready"], priorities["Reason"], priorities["Message"]) == (0, 1, 1)
+    (row,) = table["rows"]
+    cells = dict(zip([c["name"] for c in definitions], row["cells"], strict=True))
+    assert {k: cells[k] for k in expected} == expected
+    assert (cells["Ready"], cells["Reason"], cells["Message"]) == (
+        "False", "MaxSizeReached", "at maxSize 1: 1 active member(s)")

@@ -3,7 +3,8 @@
 Both reconcilers and a Flux stand-in run against the real API server while every kind is driven through
 its phases: Processes to Attested, through a spec change (Reconverging), to Failed (a child stalled), a
 wait on a missing dependency, a stall on a self-dependency, SIGKILL (Reaped kept), deletion (Exiting,
-Zombie, Reaped) and a phase edited by hand; a pool from empty to Steady and Draining; allocations
+Zombie, Reaped) and a phase edited by hand; a pool from empty to Steady and Draining; a pool capped by
+``maxSize`` below its target (Stalled ``MaxSizeReached``, so Failed, issue 28); allocations
 Queued, NoMatchingPool, Bound, Releasing, Released and Failed (member deleted by hand); the ProcessTable
 throughout. A watch records every version of every object.
 
@@ -43,6 +44,7 @@ from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, PROC
 from shared.kube.client import NAMESPACES, KubeClient, Resource
 from shared.kube.errors import NotFound
 from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, members, pool_doc
+from tests.integration.pool_reconciler.test_pool_scenarios import capped_pool
 from tests.integration.reconciler.test_lifecycle import flux_process
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
@@ -154,7 +156,11 @@ async def drive(kc: KubeClient, ns: str) -> None:
     gated["spec"]["boundary"] = {"preconditions": [{"kind": "ProcessPhase",
                                                     "params": {"processRef": "absent", "phase": "Attested"}}]}
     await kc.create(PROCESSES, gated, ns)
+    typed = flux_process("typed")  # a CEL postcondition that returns a string: Stalled CelTypeError, kstatus Failed
+    typed["spec"]["boundary"] = {"postconditions": [{"kind": "Cel", "params": {"expression": "'ready'"}}]}
+    await kc.create(PROCESSES, typed, ns)
     await kc.create(EPHEMERAL_POOLS, pool_doc("pool", 1), ns)
+    await kc.create(EPHEMERAL_POOLS, capped_pool("capped", 1, 1), ns)  # its one member will be allocated
     for name in ("web", "killed", "gone", "hand"):
         await reach(kc, PROCESSES, ns, name, "Attested")
     await reach(kc, PROCESSES, ns, "doomed", "Failed")
@@ -191,7 +197,24 @@ async def drive(kc: KubeClient, ns: str) -> None:
 
     await wait_for(stalled, timeout=TIMEOUT, what="selfish Stalled on its self-dependency")
 
+    async def type_error() -> bool:
+        now = await get(kc, PROCESSES, "typed", ns)
+        conds = {c["type"]: (c["status"], c["reason"]) for c in (now or {}).get("status", {}).get("conditions", [])}
+        return conds.get("Stalled") == ("True", "CelTypeError")
+
+    await wait_for(type_error, timeout=TIMEOUT, what="typed Stalled on its CEL type error")
+
     await reach(kc, EPHEMERAL_POOLS, ns, "pool", "Steady")
+    await reach(kc, EPHEMERAL_POOLS, ns, "capped", "Steady")
+    await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("c1", "capped", ns), ns)
+    await reach(kc, EPHEMERAL_ALLOCATIONS, ns, "c1", "Bound")
+
+    async def capped() -> bool:  # its member allocated, maxSize 1 reached below desiredSize 1: Stalled
+        now = await get(kc, EPHEMERAL_POOLS, "capped", ns)
+        return any(c["type"] == "Stalled" and c["status"] == "True" and c["reason"] == "MaxSizeReached"
+                   for c in (now or {}).get("status", {}).get("conditions", []))
+
+    await wait_for(capped, timeout=TIMEOUT, what="pool capped Stalled at maxSize")
     await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("a1", "pool", ns), ns)
     await reach(kc, EPHEMERAL_ALLOCATIONS, ns, "a1", "Bound")
     await kc.create(EPHEMERAL_ALLOCATIONS, allocation_doc("a2", "pool", ns), ns)
@@ -234,7 +257,8 @@ def expected(obj: dict[str, Any]) -> str:
         stalled = ("Stalled", "True") in truths(obj)
         return {"Attested": "Current", "Failed": "Failed"}.get(phase, "Failed" if stalled else "InProgress")
     if kind == "EphemeralPool":
-        return "Current" if phase == "Steady" else "InProgress"
+        stalled = ("Stalled", "True") in truths(obj)
+        return "Current" if phase == "Steady" else "Failed" if stalled else "InProgress"
     if kind == "EphemeralAllocation":
         return {"Bound": "Current", "Failed": "Failed"}.get(phase, "InProgress")
     return "Current"  # the table, once written
@@ -318,12 +342,23 @@ async def test_kstatus_and_kubectl_wait_agree_on_every_phase_of_every_kind(
     seen = {kind: {o["status"].get("phase") for o in written if o["kind"] == kind} for kind in REQUIRED}
     for kind, phases in REQUIRED.items():
         assert phases <= seen[kind], f"{kind}: never seen in {sorted(phases - seen[kind])}"
+    capped_versions = [o for o in written if o["kind"] == "EphemeralPool" and o["metadata"]["name"] == "capped"
+                       and ("Stalled", "True") in truths(o)]
+    assert capped_versions, "the capped pool was never seen Stalled"
 
     # 1. kstatus on every recorded version, against the docs' tables
     verdicts = judge.judge(written)
+    typed = [(o, v) for o, v in zip(written, verdicts, strict=True) if o["metadata"]["name"] == "typed"]
+    last_typed, last_verdict = max(typed, key=lambda ov: int(ov[0]["metadata"]["resourceVersion"]))
+    assert (last_typed["status"]["phase"], last_verdict.status) == ("Running", "Failed")
+    assert last_typed["status"]["message"] == (
+        "spec.boundary.postconditions[0]: CEL expression \"'ready'\" returned string, not a bool")
     wrong = [(o["kind"], o["metadata"]["name"], o["status"].get("phase"), truths(o), v.status, expected(o))
              for o, v in zip(written, verdicts, strict=True) if v.status != expected(o)]
     assert wrong == [], "\n".join(map(str, wrong))
+    # issue 28: a pool capped below its target is Failed to kstatus, never InProgress
+    assert {v.status for o, v in zip(written, verdicts, strict=True) if any(o is c for c in capped_versions)} == {
+        "Failed"}
 
     # 2. mirrors: kstatus Current exactly when kubectl wait says Ready
     kubectl = shutil.which("kubectl")
@@ -350,15 +385,20 @@ async def test_kstatus_and_kubectl_wait_agree_on_every_phase_of_every_kind(
             mirrors.append((original, {**stored, "kind": resource.kind}))
         mirror_verdicts = judge.judge([m for _, m in mirrors])
         disagree = []
+        capped_mirrors: list[tuple[str, bool]] = []
         for (original, mirror), verdict in zip(mirrors, mirror_verdicts, strict=True):
             resource = KINDS[mirror["kind"]]
             ready = kubectl_ready(kubectl, str(control_plane.kubeconfig), mirror["kind"], mirror["metadata"]["name"],
                                   mirror_ns if resource.namespaced else None)
+            if any(original is o for o in capped_versions):
+                capped_mirrors.append((verdict.status, ready))
             if (verdict.status == "Current") != ready:
                 disagree.append((original["kind"], original["metadata"]["name"], original["status"].get("phase"),
                                  truths(original), verdict.status, f"kubectl Ready={ready}"))
         assert disagree == [], "\n".join(map(str, disagree))
         assert len(mirrors) >= sum(len(p) for p in REQUIRED.values())
+        # issue 28: the capped pool's mirror is Failed to kstatus and not Ready to kubectl wait
+        assert ("Failed", False) in capped_mirrors
     finally:
         for name in tables:
             await kc.delete(PROCESS_TABLES, name, None)

@@ -5,7 +5,12 @@ and ``toy.tatara.test/by=<identity>`` (no write when already so), logging JSON l
 ``reconcile start`` / ``reconcile end`` and the elector's ``started leading``.
 
 Usage: ``python -m tests.support.toy_operator --kubeconfig K --namespace NS [--elect LEASE]
-[--identity ID] [--lease 3 --renew 2 --retry 0.5] [--reconcile-delay S] [--workers N] [--grace S]``
+[--identity ID] [--lease 3 --renew 2 --retry 0.5] [--reconcile-delay S] [--hold-until FIFO] [--workers N]
+[--grace S]``
+
+``--hold-until FIFO`` keeps every reconcile in flight until the named pipe FIFO is opened for writing and
+closed, so a test can act while a reconcile is certainly running (and then let it end) instead of betting on
+a delay.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import argparse
 import logging
 import sys
 import time
+from pathlib import Path
 
 import anyio
 import msgspec
@@ -56,6 +62,8 @@ async def main_async(args: argparse.Namespace) -> int:
                 log.info("reconcile start", extra={"key": str(request)})
             if args.reconcile_delay:
                 await anyio.sleep(args.reconcile_delay)
+            if args.hold_until:  # a FIFO: opening it for reading blocks until the test opens it for writing
+                await anyio.to_thread.run_sync(Path(args.hold_until).read_bytes, abandon_on_cancel=True)
             cm = informer.get(str(request))
             if cm is not None:
                 await patch_annotations(client, CONFIG_MAPS, cm,
@@ -84,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--renew", type=float, default=10.0)
     parser.add_argument("--retry", type=float, default=2.0)
     parser.add_argument("--reconcile-delay", type=float, default=0.0)
+    parser.add_argument("--hold-until", default="",
+                        help="a named pipe; each reconcile ends once it is opened for writing and closed")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--grace", type=float, default=30.0)
     parser.add_argument("--health-port", type=int, default=0)

@@ -9,6 +9,7 @@ imported earlier can hide a dependency.
 from __future__ import annotations
 
 import ast
+import graphlib
 import json
 import pkgutil
 import subprocess
@@ -24,6 +25,7 @@ from tests.unit.test_containerfile import CONTAINERFILE, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 OURS = ("shared", "reconciler", "pool_reconciler", "export_worker", "tools", "tests", "bench")
+PRODUCT = ("shared", "reconciler", "pool_reconciler", "export_worker")
 
 
 def loaded_after(statement: str) -> list[str]:
@@ -34,7 +36,23 @@ def loaded_after(statement: str) -> list[str]:
     return modules
 
 
+def modules_on_disk(package: str) -> list[str]:
+    """Every module (not package) under ``package``'s folder, by its file: the independent count the
+    walks below are checked against, so a sub-package the walk misses fails the test."""
+    folder = ROOT.joinpath(*package.split("."))
+    return sorted(
+        ".".join((package, *path.relative_to(folder).with_suffix("").parts))
+        for path in folder.rglob("*.py")
+        if path.name != "__init__.py"
+    )
+
+
 RUNTIME_MODULES = sorted(f"shared.kube.{m.name}" for m in pkgutil.iter_modules(shared.kube.__path__))
+
+
+def test_the_walks_find_every_module_on_disk() -> None:
+    assert modules_on_disk("shared.kube") == RUNTIME_MODULES
+    assert modules_on_disk("shared.domain") == DOMAIN_MODULES, "a domain sub-package was not walked"
 
 
 def test_the_runtime_imports_nothing_of_the_domain_or_the_binaries() -> None:
@@ -45,7 +63,7 @@ def test_the_runtime_imports_nothing_of_the_domain_or_the_binaries() -> None:
 
 
 DOMAIN_MODULES = sorted(
-    f"shared.domain.{m.name}" for m in pkgutil.walk_packages(shared.domain.__path__, "") if not m.ispkg
+    m.name for m in pkgutil.walk_packages(shared.domain.__path__, "shared.domain.") if not m.ispkg
 )
 
 
@@ -97,3 +115,78 @@ def test_the_product_distribution_has_no_tooling_package_or_dependency() -> None
     tooling = tomllib.loads((ROOT / "tools" / "pyproject.toml").read_text())
     assert tooling["project"]["scripts"] == {"tatara": "tools.cli:main"}
     assert any(d.startswith("cryptography") for d in tooling["project"]["dependencies"])
+
+
+# ── no import cycle among the product's modules ──
+
+
+def _module_files(rooms: tuple[str, ...]) -> dict[str, Path]:
+    """Dotted module name → file, for every module and package of ``rooms``."""
+    found: dict[str, Path] = {}
+    for room in rooms:
+        for path in (ROOT / room).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _runtime_imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of the file, at any depth (a function-level import is still an edge: a lazy
+    import is how a cycle hides), except those under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text())
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in typing_only]
+
+
+def import_graph(rooms: tuple[str, ...] = PRODUCT) -> dict[str, set[str]]:
+    """Module → the modules of ``rooms`` it imports (``from p import m`` counts ``p.m`` when it is a module)."""
+    files = _module_files(rooms)
+
+    def known(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in _runtime_imports(path):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, *([node.module] if node.module else [])])
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base for alias in node.names]
+            edges.update(t for t in map(known, targets) if t is not None and t != module)
+        graph[module] = edges
+    return graph
+
+
+def test_the_import_graph_sees_the_known_edges() -> None:
+    graph = import_graph()
+    assert "shared.domain.api.wire" in graph["shared.domain.api.codec"]
+    assert "shared.kube.client" in graph["shared.kube.informer"]
+    assert len(graph) == len(_module_files(PRODUCT))
+
+
+def test_no_import_cycle_among_the_product_modules() -> None:
+    try:
+        graphlib.TopologicalSorter(import_graph()).prepare()
+    except graphlib.CycleError as err:
+        raise AssertionError(f"import cycle: {' -> '.join(err.args[1])}") from None
+
+
+def test_a_cycle_is_found_when_there_is_one() -> None:
+    """The check itself can fail: wire importing codec back, as it once did lazily, is a cycle."""
+    graph = import_graph()
+    graph["shared.domain.api.wire"].add("shared.domain.api.codec")
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(graph).prepare()
+

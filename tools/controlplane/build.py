@@ -29,8 +29,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,6 +108,27 @@ def build_once(root: Path, is_built: Callable[[], bool], build: Callable[[], Non
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not is_built():
             build()
+
+
+def print_built(name: str, version: str, ensure: Callable[[], Path | Sequence[Path]], *, cached: bool) -> int:
+    """The ``python -m`` entry of a pinned tool: ``ensure()`` builds it if missing and returns its path(s),
+    printed one per line on stdout; stderr says how it came (cached, or built in N s).
+
+    Returns:
+        0, or 1 with the reason on stderr when the build fails (:class:`BuildError`).
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    started = time.monotonic()
+    try:
+        built = ensure()
+    except BuildError as err:
+        print(f"{name}: {err}", file=sys.stderr)
+        return 1
+    note = "cached" if cached else f"built in {time.monotonic() - started:.0f} s"
+    print(f"{name} {version} ({note})", file=sys.stderr)
+    for path in [built] if isinstance(built, Path) else built:
+        print(path)
+    return 0
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ apiserver stopped before etcd, temp directory removed. Each child also gets
 started from the main thread: the signal is tied to the forking thread).
 
 kube-controller-manager runs only the garbage-collector, namespace and serviceaccount
-controllers, so ownerReference cascades and namespace deletion are real.
+controllers, so ownerReference cascades and namespace deletion are real; a test may add others
+(``extra_controllers``, e.g. the Job controller) and keep the ServiceAccount admission plugin
+(``service_account_admission``) on a plane of its own.
 
 With ``for_node=True`` the plane is a cluster a kubelet can join (:mod:`tools.controlplane.node`,
 README.md#a-real-node): ServiceAccount and NodeRestriction admission, Node+RBAC authorization, the
@@ -125,6 +127,10 @@ class LocalControlPlane:
         controller_manager: also run kube-controller-manager (GC, namespaces, SAs).
         work_dir: parent for the temp directory (default: the system temp dir).
         for_node: configure a cluster a kubelet can join, and run kube-scheduler (module docstring).
+        extra_controllers: further kube-controller-manager controllers for a plane without a node (e.g.
+            ``job-controller``: Jobs create their pods, which stay Pending without a scheduler).
+        service_account_admission: keep the ServiceAccount admission plugin on a plane without a node (a pod
+            naming a missing ServiceAccount is refused, as in a real cluster).
         audit: write the audit log of ServiceAccount requests to :attr:`audit_log` (module docstring).
     """
 
@@ -132,6 +138,8 @@ class LocalControlPlane:
     controller_manager: bool = True
     work_dir: Path | None = None
     for_node: bool = False
+    extra_controllers: tuple[str, ...] = ()
+    service_account_admission: bool = False
     audit: bool = False
     server: str = ""
     etcd_url: str = ""
@@ -323,7 +331,8 @@ class LocalControlPlane:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
             *(self._node_apiserver_flags() if self.for_node else [
-                "--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount"]),
+                "--authorization-mode=RBAC",
+                *([] if self.service_account_admission else ["--disable-admission-plugins=ServiceAccount"])]),
             "--advertise-address=127.0.0.1",
             "--endpoint-reconciler-type=none",
             *(self._audit_flags() if self.audit else []),
@@ -338,10 +347,11 @@ class LocalControlPlane:
             kcm_config = d / "kubeconfig-kcm"
             self._write_kubeconfig(kcm_config, "system:kube-controller-manager", kcm_cert, kcm_key)
             node_flags = [f"--service-account-private-key-file={d / 'sa.key'}", f"--root-ca-file={self.ca_file}"]
+            controllers = NODE_CONTROLLERS if self.for_node else (*CONTROLLERS, *self.extra_controllers)
             kcm = self._launch("kube-controller-manager", [
                 str(self.toolchain.binary("kube-controller-manager")),
                 f"--kubeconfig={kcm_config}",
-                f"--controllers={','.join(NODE_CONTROLLERS if self.for_node else CONTROLLERS)}",
+                f"--controllers={','.join(controllers)}",
                 *(node_flags if self.for_node else []),
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",

@@ -13,11 +13,10 @@ builds what is missing and prints the binaries' folder.
 
 from __future__ import annotations
 
-import logging
 import sys
-import time
+from pathlib import Path
 
-from tools.controlplane.build import BuildError, default_cache_dir
+from tools.controlplane.build import default_cache_dir, print_built
 from tools.controlplane.flux import Built, GoComponent
 
 _PKG = "github.com/containerd/containerd/v2"
@@ -39,19 +38,13 @@ def built() -> Built:
 
 def main() -> int:
     """Build what is missing and print the ``bin`` folder; exit 1 with the reason when the build fails."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    started = time.monotonic()
     target = built()
-    cached = target.is_built()
-    try:
+
+    def ensure() -> Path:
         target.ensure_built()
-    except BuildError as err:
-        print(f"containerd: {err}", file=sys.stderr)
-        return 1
-    print(f"containerd {CONTAINERD_VERSION} ({'cached' if cached else f'built in {time.monotonic() - started:.0f} s'})",
-          file=sys.stderr)
-    print(target.binary.parent)
-    return 0
+        return target.binary.parent
+
+    return print_built("containerd", CONTAINERD_VERSION, ensure, cached=target.is_built())
 
 
 if __name__ == "__main__":

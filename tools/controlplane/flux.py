@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.controlplane.build import BuildError, build_once, default_cache_dir, run_go
+from tools.controlplane.build import BuildError, build_once, default_cache_dir, print_built, run_go
 
 log = logging.getLogger(__name__)
 
@@ -218,19 +218,9 @@ def ensure_all_built(components: tuple[GoComponent, ...] = COMPONENTS) -> dict[s
 
 def main() -> int:
     """Build what is missing, print each binary's path; exit 1 with the reason when a build fails."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    started = time.monotonic()
-    cached = all(Built.default(c).is_built() for c in COMPONENTS)
-    try:
-        built = ensure_all_built()
-    except BuildError as err:
-        print(f"flux: {err}", file=sys.stderr)
-        return 1
-    note = "cached" if cached else f"built in {time.monotonic() - started:.0f} s"
-    print(f"flux controllers, registry, oras ({note})", file=sys.stderr)
-    for b in built.values():
-        print(b.binary)
-    return 0
+    return print_built("flux", "controllers, registry, oras",
+                       lambda: [b.binary for b in ensure_all_built().values()],
+                       cached=all(Built.default(c).is_built() for c in COMPONENTS))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from typing import Any
 
 import msgspec
 
-from tools.controlplane.build import BuildError, CachedBinary, default_cache_dir, run_go
+from tools.controlplane.build import CachedBinary, default_cache_dir, print_built, run_go
 
 log = logging.getLogger(__name__)
 
@@ -121,15 +121,9 @@ class KstatusJudge:
 
 def main() -> int:
     """Build the judge if missing, print its path; exit 1 with the reason when the build fails."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     judge = KstatusJudge.default()
-    try:
-        path = judge.ensure_built()
-    except BuildError as err:
-        print(f"kstatus-judge: {err}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
+    return print_built("kstatus-judge", f"(cli-utils {judge.version})", judge.ensure_built,
+                       cached=(judge.root / "kstatus-judge").exists())
 
 
 if __name__ == "__main__":

@@ -24,4 +24,5 @@ tatara-reconciler
 - --dns-lb-target={{ .Values.config.dnsLbTarget }}
 - --prometheus-url={{ .Values.config.prometheusUrl }}
 - --table-status-interval={{ .Values.config.tableStatusInterval }}
+- --workers={{ .Values.config.workers }}
 {{- end }}

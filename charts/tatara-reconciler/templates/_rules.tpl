@@ -14,7 +14,8 @@ namespace is watched, by a RoleBinding in watchNamespace otherwise.
   deletes at Reaped (reconciler/executor.py). get on Kustomizations and HelmReleases only: KustomizationHealthy /
   HelmReleaseReleased conditions naming one the Process does not own (reconciler/prefetch.py).
 - Jobs: list/watch, the informer on export Jobs (label tatara.pleme.io/role=export, reconciler/app.py).
-- Events: create, and patch of a repeated Event's count (shared/kube/events.py).
+- Events: create, and patch of a repeated Event's count (shared/kube/events.py); list, with a field selector,
+  for the Warning Events of an export Job that has no pod (reconciler/prefetch.py job_warnings).
 
 "tatara.clusterRules" (<fullname>-cluster): what is cluster-wide by nature, always bound by a ClusterRoleBinding.
 - ProcessTables (cluster-scoped): get, create when missing, nextSequence bump by JSON patch, finalizer by merge
@@ -64,7 +65,7 @@ Leases are granted by the namespaced Role in leader-election-rbac.yaml.
   verbs: ["list", "watch"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create", "patch", "list"]
 {{- end }}
 
 {{- define "tatara.clusterRules" -}}

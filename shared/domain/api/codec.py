@@ -9,18 +9,18 @@ order, emission rules of :mod:`shared.domain.api.wire`, map keys sorted, timesta
 
 from __future__ import annotations
 
-import enum
+import json
 import re
-from datetime import UTC, datetime
 from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 
+from shared.domain.api import leap_seconds
 from shared.domain.api.allocation import EphemeralAllocation
 from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process, ProcessSpec
 from shared.domain.api.table import ProcessTable
-from shared.domain.api.wire import WireStruct
+from shared.domain.api.wire import encode, format_timestamp, to_wire
 from shared.domain.json_number import NumberError, is_float_integer, parse_number
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "WireDecoder",
     "check_spec",
     "convert",
+    "convert_leap_aware",
     "decode",
     "decode_allocation",
     "decode_pool",
@@ -194,7 +195,15 @@ class WireDecoder(Generic[T]):
         raw = data.encode() if isinstance(data, str) else bytes(data)
         _check_nesting(raw)
         raw = _with_float_integers_marked(raw)
-        value = self._decoder.decode(raw)
+        try:
+            value = self._decoder.decode(raw)
+        except msgspec.ValidationError:
+            rewritten = leap_seconds.rewrite_json(raw)
+            if rewritten is raw or rewritten == raw:
+                raise
+            # a leap second msgspec refuses: read as second 59, then marked (docs/wire-format.md#timestamps)
+            value = leap_seconds.restore(self._decoder.decode(rewritten), json.loads(raw))
+            raw = rewritten
         for field in self._f64:
             value = field.fix(value, raw)
         return value
@@ -221,11 +230,29 @@ def decode(data: bytes | str, model: type[T]) -> T:
 
 
 def convert(data: Any, model: type[T]) -> T:
-    """Convert already-parsed data (e.g. from YAML) into ``model``. Raises :class:`DecodeError`."""
+    """Convert already-parsed data (e.g. from YAML) into ``model``; a leap-second timestamp reads as the
+    reference reads it (docs/wire-format.md#timestamps). Raises :class:`DecodeError`."""
     try:
-        return msgspec.convert(data, model)
+        return convert_leap_aware(data, model)
     except msgspec.ValidationError as err:
         raise DecodeError(str(err)) from None
+
+
+def convert_leap_aware(data: Any, model: type[T]) -> T:
+    """``msgspec.convert(data, model)``, except that a leap-second string (``…:60Z``) in a timestamp field is
+    accepted as the reference accepts it (:mod:`shared.domain.api.leap_seconds`).
+
+    Raises:
+        msgspec.ValidationError: as ``msgspec.convert`` does.
+    """
+    try:
+        return msgspec.convert(data, model)
+    except msgspec.ValidationError:
+        rewritten = leap_seconds.rewrite_data(data)
+        if rewritten == data:
+            raise
+        value: T = leap_seconds.restore(msgspec.convert(rewritten, model), data)
+        return value
 
 
 def decode_process(data: bytes | str, *, validate: bool = False) -> Process:
@@ -260,81 +287,3 @@ def decode_pool(data: bytes | str) -> EphemeralPool:
 def decode_allocation(data: bytes | str) -> EphemeralAllocation:
     """Decode an EphemeralAllocation from API JSON. Raises :class:`DecodeError`."""
     return decode(data, EphemeralAllocation)
-
-
-# ── encoding ──────────────────────────────────────────────────────────────────
-
-_ALWAYS: Final = 0
-_OMIT_NONE: Final = 1
-_OMIT_DEFAULT: Final = 2
-
-_Plan = tuple[tuple[str, str, int, Any], ...]
-_plans: dict[type[Any], _Plan] = {}
-
-
-def _plan(cls: type[msgspec.Struct]) -> _Plan:
-    """(attribute, wire key, rule, default) per field, in declaration order.
-
-    A Struct that is not a :class:`WireStruct` (e.g. :class:`shared.kube.meta.ObjectMeta`) leaves out
-    every field equal to its default, as ``omit_defaults`` does."""
-    plan = _plans.get(cls)
-    if plan is None:
-        rows = []
-        wire = issubclass(cls, WireStruct)
-        for f in msgspec.structs.fields(cls):
-            default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
-            if not wire:
-                rule = _ALWAYS if default is msgspec.NODEFAULT else _OMIT_DEFAULT
-            elif f.name in cls._omit_when_default:  # type: ignore[attr-defined]
-                rule = _OMIT_DEFAULT
-            elif f.default is None and f.name not in cls._write_null:  # type: ignore[attr-defined]
-                rule = _OMIT_NONE
-            else:
-                rule = _ALWAYS
-            rows.append((f.name, f.encode_name, rule, default))
-        plan = _plans[cls] = tuple(rows)
-    return plan
-
-
-def format_timestamp(value: datetime) -> str:
-    """RFC 3339 in UTC with ``Z``; the fraction has 0, 3 or 6 digits, the shortest exact
-    (docs/wire-format.md#timestamps). A naive datetime is taken as UTC."""
-    utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
-    micros = utc.microsecond
-    if micros == 0:
-        return text + "Z"
-    if micros % 1000 == 0:
-        return f"{text}.{micros // 1000:03d}Z"
-    return f"{text}.{micros:06d}Z"
-
-
-def to_wire(value: Any) -> Any:
-    """Plain JSON-ready data for ``value`` as the reference serializes it.
-
-    Structs become dicts in declaration order following the emission rules; dicts
-    (maps and free JSON) get their keys sorted recursively; enums become their
-    spelling; datetimes become :func:`format_timestamp` text.
-    """
-    if isinstance(value, msgspec.Struct):
-        out: dict[str, Any] = {}
-        for attr, key, rule, default in _plan(type(value)):
-            item = getattr(value, attr)
-            if (rule == _OMIT_NONE and item is None) or (rule == _OMIT_DEFAULT and item == default):
-                continue
-            out[key] = to_wire(item)
-        return out
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, dict):
-        return {k: to_wire(value[k]) for k in sorted(value)}
-    if isinstance(value, list | tuple):
-        return [to_wire(v) for v in value]
-    if isinstance(value, datetime):
-        return format_timestamp(value)
-    return value
-
-
-def encode(value: Any) -> bytes:
-    """Compact JSON bytes of :func:`to_wire` ``(value)``: what the reference would write."""
-    return msgspec.json.encode(to_wire(value))

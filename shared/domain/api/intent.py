@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from shared.domain.api.closed_set import ClosedSet
-from shared.domain.api.grammar import Duration
+from shared.domain.api.grammar import ChartRef, ChartVersion, Duration
 from shared.domain.api.tagged_union import TaggedUnion
 from shared.domain.api.wire import FreeObject, Int32, WireStruct
 
@@ -121,9 +121,9 @@ class AplicacaoIntent(WireStruct):
     _omit_when_default: ClassVar[frozenset[str]] = frozenset({"profile"})
     _write_null: ClassVar[frozenset[str]] = frozenset({"values_overlay"})
 
-    chart_ref: str
+    chart_ref: ChartRef
     """``oci://…`` or ``repo/chart``."""
-    version: str
+    version: ChartVersion
     """A Helm semver constraint."""
     profile: str = ""
     """Chart profile, set as the top-level ``profile`` value of the release; empty (the default): none."""

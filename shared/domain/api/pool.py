@@ -20,6 +20,8 @@ from shared.kube.meta import ObjectMeta
 
 __all__ = [
     "MAX_POOL_SIZE",
+    "SIZE_ORDER_RULES",
+    "AdmittedPoolSpec",
     "EphemeralPool",
     "MatchKey",
     "MemberState",
@@ -157,6 +159,29 @@ class PoolSpec(WireStruct):
     """Whether one healthy member holds the pool's unprefixed host names. Default false; not read yet."""
 
 
+SIZE_ORDER_RULES: Final = [
+    {
+        "rule": "self.desired > 0 || self.minSize <= self.desiredSize",
+        "message": "minSize must be at most desiredSize when desired is 0 (legacy sizing)",
+        "fieldPath": ".minSize",
+        "reason": "FieldValueInvalid",
+    },
+    {
+        "rule": "self.desired > 0 || self.maxSize == 0 || self.desiredSize <= self.maxSize",
+        "message": "desiredSize must be at most maxSize when desired is 0 (legacy sizing; maxSize 0 means no cap)",
+        "fieldPath": ".desiredSize",
+        "reason": "FieldValueInvalid",
+    },
+]
+"""CEL rules on ``spec``: a legacy-sized pool (``desired`` 0) needs ``minSize ≤ desiredSize ≤ maxSize``,
+``maxSize`` 0 meaning no cap (docs/behaviour.md#pool-size-admission). Each names its field (``fieldPath``);
+plain messages, since a ``messageExpression`` printing the numbers (``string(int)``) is estimated far over
+the API server's cost budget. Desired-count pools, where the three play no part in sizing, are not checked."""
+
+AdmittedPoolSpec = Annotated[PoolSpec, Meta(extra_json_schema={"x-kubernetes-validations": SIZE_ORDER_RULES})]
+"""``spec`` of a pool as the CRD admits it: :class:`PoolSpec` under :data:`SIZE_ORDER_RULES`."""
+
+
 class MemberState(ClosedSet):
     """State of a pool member, derived from its Process. No default."""
 
@@ -244,5 +269,5 @@ class EphemeralPool(WireStruct):
     api_version: str = API_VERSION
     kind: str = "EphemeralPool"
     metadata: ObjectMeta = ObjectMeta()
-    spec: PoolSpec
+    spec: AdmittedPoolSpec
     status: PoolStatus | None = None

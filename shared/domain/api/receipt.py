@@ -14,7 +14,8 @@ import msgspec
 import yaml
 
 from shared.domain.api.closed_set import ClosedSet
-from shared.domain.api.codec import wire_decoder
+from shared.domain.api.codec import convert_leap_aware, wire_decoder
+from shared.domain.api.leap_seconds import LEAP_SECOND
 from shared.domain.api.process import ProcessAttestation
 from shared.domain.api.wire import Timestamp, WireStruct
 from shared.domain.identity import compose_root
@@ -137,12 +138,26 @@ _TEXT_FIELDS: Final = frozenset({"version", "kind", "composed_root", "intent_has
                                  "process_ref"})
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a leap-second timestamp (``…:60Z``), which a Python datetime cannot
+    hold, stays its text: serde_yaml hands it to chrono as text too (docs/wire-format.md#timestamps)."""
+
+
+def _timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    if LEAP_SECOND.fullmatch(node.value):
+        return node.value
+    return loader.construct_yaml_timestamp(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+
+
 def _yaml_document(data: bytes | str) -> Any:
     """The YAML document as serde_yaml hands it to the envelope: a scalar under a text field is
     taken as written (``control_hash:`` is ``""``, ``kind: 1`` is ``"1"``), everything else is
     resolved as YAML 1.1 types."""
-    node = yaml.compose(data, Loader=yaml.SafeLoader)
-    loader = yaml.SafeLoader("")
+    node = yaml.compose(data, Loader=_Loader)
+    loader = _Loader("")
     if not isinstance(node, yaml.MappingNode):
         return None if node is None else loader.construct_object(node, deep=True)
     out: dict[Any, Any] = {}
@@ -158,7 +173,7 @@ def _yaml_document(data: bytes | str) -> Any:
 def parse_yaml(data: bytes | str) -> ReceiptEnvelope:
     """As :func:`parse_json` for YAML; ``invalid YAML: …`` on failure."""
     try:
-        envelope = msgspec.convert(_yaml_document(data), ReceiptEnvelope)
+        envelope = convert_leap_aware(_yaml_document(data), ReceiptEnvelope)
     except (yaml.YAMLError, msgspec.ValidationError, ValueError, RecursionError) as err:
         # ValueError: a scalar YAML resolves but cannot build (``2026-13-45``); RecursionError: deep nesting
         raise ReceiptError(f"invalid YAML: {err}") from None

@@ -16,7 +16,7 @@ and "Pod v1 core" (``PodSpec``, ``Container``, ``EnvVar``).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 import msgspec
 
@@ -32,6 +32,7 @@ __all__ = [
     "JobCondition",
     "JobSpec",
     "JobStatus",
+    "JobWaiting",
     "ObservedJob",
     "PodSpec",
     "PodTemplateSpec",
@@ -111,20 +112,43 @@ class Job(WireStruct):
 
 
 class JobCondition(msgspec.Struct, frozen=True, kw_only=True):
-    """``status.conditions[]``: ``type`` (``Complete``, ``Failed``, ``SuccessCriteriaMet``…) and ``status``."""
+    """``status.conditions[]``: ``type`` (``Complete``, ``Failed``, ``SuccessCriteriaMet``, ``Suspended``…),
+    ``status``, and the controller's ``reason`` and ``message``."""
 
     type: str = ""
     status: str = ""
+    reason: str = ""
+    message: str = ""
 
 
-class JobStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """``status`` of a Job, the fields that say how it ended."""
+_RUN_CONDITIONS: Final = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
+"""Condition types that say how a run ends; any other True condition (``Suspended``) holds the Job back."""
+
+
+class JobWaiting(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a Job has no pod: a condition holding it back, or the Job controller's latest Warning Event on it
+    (``FailedCreate``: ``Error creating: pods "<job>-" is forbidden: …``)."""
+
+    reason: str
+    message: str = ""
+
+    def text(self) -> str:
+        """``<reason>: <message>`` (the reason alone when there is no message)."""
+        return f"{self.reason}: {self.message}" if self.message else self.reason
+
+
+class JobStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """``status`` of a Job, the fields that say how it ended or that it has no pod yet."""
 
     conditions: list[JobCondition] | None = None
     succeeded: int | None = None
     """Pods that completed successfully."""
     failed: int | None = None
     """Pods that failed (a Job with ``backoffLimit: 1`` fails for good after two)."""
+    active: int | None = None
+    """Pods pending or running."""
+    start_time: str | None = None
+    """When the Job controller first handled the Job (RFC 3339); absent before, and while suspended."""
 
     def outcome(self) -> bool | None:
         """True once the Job succeeded (``Complete=True``, or a succeeded pod), False once it failed for good
@@ -135,6 +159,21 @@ class JobStatus(msgspec.Struct, frozen=True, kw_only=True):
             if condition.status == "True" and condition.type == "Failed":
                 return False
         return True if (self.succeeded or 0) > 0 else None
+
+    def held(self) -> JobWaiting | None:
+        """The first True condition other than those of a run's end (:data:`_RUN_CONDITIONS`), e.g.
+        ``Suspended`` (its reason, else its type, and its message); None when there is none."""
+        for condition in self.conditions or ():
+            if condition.status == "True" and condition.type not in _RUN_CONDITIONS:
+                return JobWaiting(reason=condition.reason or condition.type, message=condition.message)
+        return None
+
+    def without_pod(self) -> bool:
+        """The Job controller has handled the Job (``startTime``) but it has no pod and none has ended:
+        not finished, ``active`` 0, no pod succeeded or failed. Its pods are not being created; the
+        Job's Warning Events say why."""
+        return (self.outcome() is None and self.start_time is not None and not self.active
+                and not self.failed and not self.succeeded)
 
 
 class ObservedJob(msgspec.Struct, frozen=True, kw_only=True):

@@ -187,7 +187,7 @@ async def test_an_unreachable_nats_fails_with_a_receipt_and_exit_1(
     assert receipt["control_hash"] == hexdigest(canonical({"failed": evidence["error"]}))
     assert receipt["composed_root"] == hexdigest(f"tatara-process/v1alpha1\n{receipt['artifact_hash']}\n"
                                                  f"{receipt['control_hash']}\n{receipt['intent_hash']}\n")
-    assert evidence["shipped_bytes_len"] > 0, "the event was built; it never left"
+    assert evidence["shipped_bytes_len"] == 0, "the event was built; it never left"
 
 
 @pytest.mark.parametrize(("source", "error"), [

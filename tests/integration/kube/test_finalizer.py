@@ -117,8 +117,19 @@ async def test_no_finalizer_is_added_to_an_object_deleted_after_it_was_cached(kc
     stale = await create(kclient, ns, "raced", OTHER)
     await kclient.delete(CONFIG_MAPS, "raced", ns)
     reconcile = Recorder()
-    await finalize(kclient, CONFIG_MAPS, OURS, stale, reconcile)
+    result = await finalize(kclient, CONFIG_MAPS, OURS, stale, reconcile)
     assert (await read(kclient, ns, "raced")).metadata.finalizers == [OTHER], "the API server forbids it; we do not try"
+    assert reconcile.events == [], "the stale live copy must not be applied: the object is being deleted"
+    assert result == Result.done()
+
+
+async def test_an_object_gone_since_it_was_cached_is_not_applied(kclient: KubeClient, ns: str) -> None:
+    stale = await create(kclient, ns, "vanished")
+    await kclient.delete(CONFIG_MAPS, "vanished", ns)
+    reconcile = Recorder()
+    result = await finalize(kclient, CONFIG_MAPS, OURS, stale, reconcile)
+    assert reconcile.events == []
+    assert result == Result.done()
 
 
 # ── decide_on_live ──

@@ -16,6 +16,7 @@ from reconciler.controller import ChildObject
 from shared.domain import annotations as ann
 from shared.domain.resources import PROCESSES
 from shared.kube.client import EVENTS, KubeClient
+from shared.kube.metrics import registry as runtime_registry
 from tests.integration.reconciler.conftest import reconciler_running
 from tests.integration.reconciler.test_lifecycle import flux_process, phase_of, read
 from tests.support.kube import wait_for
@@ -155,3 +156,11 @@ async def test_no_writes_while_waiting_on_a_child_that_is_not_ready(
 
 async def _eq(awaitable: Any, expected: Any) -> bool:
     return bool(await awaitable == expected)
+
+
+async def test_the_workers_setting_reaches_the_process_controller(kc: KubeClient, namespace: str) -> None:
+    build(kc, ReconcilerConfig(watch_namespace=namespace, leader_elect=False, health_host="127.0.0.1",
+                               health_port=0, workers=3), registry=CollectorRegistry(), handle_signals=False)
+    # controller-runtime's gauge of MaxConcurrentReconciles, as /metrics shows it (the runtime's registry)
+    assert runtime_registry.get_sample_value("controller_runtime_max_concurrent_reconciles",
+                                             {"controller": "process"}) == 3

@@ -5,8 +5,11 @@ is deleted; a hand-deleted or hand-edited stable Ingress put back in place."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
@@ -16,7 +19,7 @@ from shared.kube.client import EVENTS, KubeClient
 from tests.integration.reconciler.conftest import NO_HEARTBEAT, reconciler_running
 from tests.integration.reconciler.test_lifecycle import flux_process, read
 from tests.integration.reconciler.test_routing import settled
-from tests.integration.reconciler.test_scenarios import gone, reached
+from tests.integration.reconciler.test_scenarios import gone, reached, signal
 from tests.support.kube import wait_for
 
 pytestmark = pytest.mark.anyio
@@ -29,9 +32,9 @@ STABLE_HOST = f"{APP}.pleme-dev.use1.quero.lol"
 LB = "lb.example.test"
 
 
-def bidder(name: str) -> dict[str, Any]:
+def bidder(name: str, app: str = APP) -> dict[str, Any]:
     process = flux_process(name)
-    process["spec"]["routing"] = {"hostnames": [{"app": APP, "instance": name}],
+    process["spec"]["routing"] = {"hostnames": [{"app": app, "instance": name}],
                                   "backend": {"service": "svc", "port": 80}, "stableNameClaim": True}
     return process
 
@@ -42,9 +45,9 @@ async def claims(kc: KubeClient) -> dict[str, Any]:
     return found
 
 
-def held_by(kc: KubeClient, ref: str) -> Any:
+def held_by(kc: KubeClient, ref: str, key: str = KEY) -> Any:
     async def probe() -> dict[str, Any] | None:
-        record = (await claims(kc)).get(KEY)
+        record = (await claims(kc)).get(key)
         return record if record is not None and record["holder"] == ref else None
 
     return probe
@@ -180,3 +183,120 @@ async def test_a_hand_deleted_or_edited_stable_ingress_is_put_back_without_recon
         assert 1 <= seen[missing] - before.get(missing, 0) <= 2
         assert 1 <= seen[changed] - before.get(changed, 0) <= 2
         assert await phase_is(kc, namespace, "only", "Attested")
+
+
+# ── the handover order: break before make (docs/behaviour.md#handing-a-stable-name-over) ──────────────
+
+STABLE_SELECTOR = "tatara.pleme.io/routing-form=stable"
+HANDED = "handed"
+HOLD = "test.tatara.pleme.io/hold"
+"""A finalizer of the test's own: a deleted routing child stays (Terminating) until the test removes it."""
+"""The app of the handover test: a key of its own (the session plane's table may still name a holder of
+``APP`` from another test's namespace, kept while it lives)."""
+
+
+class StableWatch:
+    """The namespace's stable Ingresses and DNSEndpoints, from a LIST and then a watch from its
+    resourceVersion: every ADDED/DELETED event in the order the API server sent it, per kind."""
+
+    def __init__(self, kc: KubeClient, namespace: str) -> None:
+        self.kc, self.namespace = kc, namespace
+        self.start: dict[str, set[str]] = {}
+        self.log: dict[str, list[tuple[str, str]]] = {"Ingress": [], "DNSEndpoint": []}
+
+    async def _watch(self, resource: Any, started: anyio.Event) -> None:
+        listed = msgspec.json.decode(await self.kc.list(resource, self.namespace, label_selector=STABLE_SELECTOR))
+        self.start[resource.kind] = {i["metadata"]["name"] for i in listed["items"]}
+        started.set()
+        since = listed["metadata"]["resourceVersion"]
+        async for event in self.kc.watch(resource, self.namespace, resource_version=since, timeout_seconds=300,
+                                         inactivity_timeout=120, label_selector=STABLE_SELECTOR):
+            if event.type in ("ADDED", "DELETED"):
+                self.log[resource.kind].append((event.type, msgspec.json.decode(event.object)["metadata"]["name"]))
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[StableWatch]:
+        async with anyio.create_task_group() as tg:
+            for resource in (INGRESSES, DNS_ENDPOINTS):
+                started = anyio.Event()
+                tg.start_soon(self._watch, resource, started)
+                await started.wait()
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    def added(self, kind: str, name: str) -> Callable[[], Awaitable[bool]]:
+        """A probe: the stream has shown ``name`` (of ``kind``) ADDED."""
+        async def probe() -> bool:
+            return ("ADDED", name) in self.log[kind]
+
+        return probe
+
+    def assert_break_before_make(self, kind: str, old: str, new: str) -> None:
+        """``old`` was deleted before ``new`` was added, and at no point of the stream were two stable
+        children of ``kind`` (every one serves the one stable host) alive together."""
+        log = self.log[kind]
+        assert ("DELETED", old) in log, log
+        assert ("ADDED", new) in log, log
+        assert log.index(("DELETED", old)) < log.index(("ADDED", new)), f"{kind}: made before broken: {log}"
+        alive = set(self.start[kind])
+        for event, name in log:
+            if event == "ADDED":
+                alive.add(name)
+            else:
+                alive.discard(name)
+            assert len(alive) <= 1, f"{kind}: {sorted(alive)} served {STABLE_HOST} together: {log}"
+
+
+async def test_a_handover_deletes_the_old_stable_pair_before_the_new_one_is_made(kc: KubeClient,
+                                                                                  namespace: str) -> None:
+    async with reconciler_running(kc, namespace, heartbeat_seconds=NO_HEARTBEAT, dns_lb_target=LB):
+        for name in ("first", "second"):
+            await kc.create(PROCESSES, bidder(name, HANDED), namespace)
+            await wait_for(reached(kc, namespace, name, "Attested"), timeout=60, what=f"{name} Attested")
+        await wait_for(lambda: exists(kc, INGRESSES, f"first-{HANDED}-stable", namespace), timeout=30,
+                       what="the holder's stable Ingress")
+        await wait_for(lambda: exists(kc, DNS_ENDPOINTS, f"first-{HANDED}-stable-dns", namespace), timeout=30,
+                       what="the holder's stable DNSEndpoint")
+
+        # the holder leaves (SIGTERM): the name passes to second
+        async with StableWatch(kc, namespace).running() as watch:
+            await signal(kc, namespace, "first", "SIGTERM")
+            for kind, name in (("Ingress", f"second-{HANDED}-stable"), ("DNSEndpoint", f"second-{HANDED}-stable-dns")):
+                await wait_for(watch.added(kind, name), timeout=60, what=f"second's stable {kind}")
+        watch.assert_break_before_make("Ingress", f"first-{HANDED}-stable", f"second-{HANDED}-stable")
+        watch.assert_break_before_make("DNSEndpoint", f"first-{HANDED}-stable-dns", f"second-{HANDED}-stable-dns")
+
+        # a higher priority takes the name from an Attested holder (which stays eligible): the same order,
+        # even while the old pair takes its time to go (a finalizer, as some ingress controllers put on)
+        old = ((INGRESSES, f"second-{HANDED}-stable"), (DNS_ENDPOINTS, f"second-{HANDED}-stable-dns"))
+        for resource, name in old:
+            await kc.merge_patch(resource, name, {"metadata": {"finalizers": [HOLD]}}, namespace)
+        third = bidder("third", HANDED)
+        third["spec"]["routing"]["priority"] = 10
+        async with StableWatch(kc, namespace).running() as watch:
+            await kc.create(PROCESSES, third, namespace)
+            await wait_for(held_by(kc, f"{namespace}/third", f"pleme-dev/{HANDED}"), timeout=60,
+                           what="the claim taken by third")
+            for resource, name in old:
+                await wait_for(terminating(kc, resource, name, namespace), timeout=30,
+                               what=f"second deleting its {name}")
+            # the old pair still serves the host: the new one waits for it
+            assert not [entry for entries in watch.log.values() for entry in entries if entry[0] == "ADDED"]
+            for resource, name in old:
+                await kc.merge_patch(resource, name, {"metadata": {"finalizers": None}}, namespace)
+            for kind, name in (("Ingress", f"third-{HANDED}-stable"), ("DNSEndpoint", f"third-{HANDED}-stable-dns")):
+                await wait_for(watch.added(kind, name), timeout=60, what=f"third's stable {kind}")
+        watch.assert_break_before_make("Ingress", f"second-{HANDED}-stable", f"third-{HANDED}-stable")
+        watch.assert_break_before_make("DNSEndpoint", f"second-{HANDED}-stable-dns", f"third-{HANDED}-stable-dns")
+        assert (await claims(kc))[f"pleme-dev/{HANDED}"]["holder"] == f"{namespace}/third"
+
+
+def terminating(kc: KubeClient, resource: Any, name: str, ns: str) -> Callable[[], Awaitable[bool]]:
+    """A probe: ``name`` is being deleted (its ``deletionTimestamp`` set, a finalizer still on it)."""
+    async def probe() -> bool:
+        found = await exists(kc, resource, name, ns)
+        return found is not None and bool(found["metadata"].get("deletionTimestamp"))
+
+    return probe

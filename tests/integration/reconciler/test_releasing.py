@@ -7,10 +7,14 @@ Job watch, not by a timer."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
@@ -21,6 +25,7 @@ from tests.integration.reconciler.conftest import NO_HEARTBEAT, reconciler_runni
 from tests.integration.reconciler.test_lifecycle import flux_process, read
 from tests.support.jobs import finish_job
 from tests.support.kube import wait_for
+from tools.controlplane.cluster import LocalControlPlane
 
 pytestmark = pytest.mark.anyio
 
@@ -105,6 +110,8 @@ async def test_exports_run_as_jobs_and_a_failed_one_does_not_block(kc: KubeClien
             "--process-namespace", namespace, "--process-name", "pr",
             "--receipt-configmap", "pr-export-2-receipt",
             "--previous-root", process["status"]["attestation"]["composedRoot"],
+            # docs/wire-format.md#export-idempotency-keys: uid, generation, export index
+            "--idempotency-key", f"tatara-export/{process['metadata']['uid']}/{process['metadata']['generation']}/2",
         ]
         assert first["spec"]["template"]["spec"]["containers"][0]["args"][1] == (
             '{"source":{"runMarker":{"labels":{"pr":"7"}}},"channel":{"stdout":{"pretty":false}},"when":"OnAttested"}')
@@ -160,4 +167,34 @@ async def test_a_job_deleted_before_it_finished_is_started_again(kc: KubeClient,
         await finish_job(kc, namespace, "lost-export-0", succeeded=True)
         await wait_for(lambda: gone(kc, PROCESSES, "lost", namespace), timeout=60, what="lost to finish Releasing")
         exiting = [e["message"] for e in await events_of(kc, namespace, "lost") if e["reason"] == "PhaseExiting"]
+        assert exiting == ["releasing → Exiting — exports complete (succeeded=1, failed=0)"]
+
+
+async def test_a_long_named_process_s_export_job_is_created_and_writes_its_receipt(
+        kc: KubeClient, namespace: str, control_plane: LocalControlPlane) -> None:
+    """A 56-character name: ``<name>-export-0`` would be 65 characters. The Job gets the cut name
+    (computed here from docs/wire-format.md#export-job-names), the real worker run with the Job's own
+    container arguments writes the receipt it names, and the export counts as shipped."""
+    name = "preview-" + "p" * 48
+    job_name = f"{name[:45]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}-export-0"
+    assert len(name) == 56
+    assert len(job_name) == 63
+    async with reconciler_running(kc, namespace, heartbeat_seconds=NO_HEARTBEAT, export_worker_image=IMAGE):
+        await kc.create(PROCESSES, ephemeral(name, [MARKER]), namespace)
+        job = await wait_for(lambda: job_of(kc, namespace, job_name), timeout=60, what="the cut-name export Job")
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        args = container["args"]
+        receipt = args[args.index("--receipt-configmap") + 1]
+        assert receipt == f"{job_name}-receipt"
+
+        env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        with anyio.fail_after(120):
+            run = await anyio.run_process([sys.executable, "-m", "export_worker.main", *args], env=env, check=False)
+        assert run.returncode == 0, run.stderr.decode()
+        written = msgspec.json.decode(await kc.get(CONFIG_MAPS, receipt, namespace))
+        assert written["metadata"]["annotations"]["tatara.pleme.io/process"] == f"{namespace}/{name}"
+
+        await finish_job(kc, namespace, job_name, succeeded=True)
+        await wait_for(lambda: gone(kc, PROCESSES, name, namespace), timeout=60, what="the Process to finish Releasing")
+        exiting = [e["message"] for e in await events_of(kc, namespace, name) if e["reason"] == "PhaseExiting"]
         assert exiting == ["releasing → Exiting — exports complete (succeeded=1, failed=0)"]

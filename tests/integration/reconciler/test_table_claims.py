@@ -15,6 +15,7 @@ import pytest
 from reconciler.pid import JSON_PATCH
 from reconciler.table import TableStatusWriter
 from shared.domain.api.codec import convert
+from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.resources import PROCESS_TABLES
 from shared.kube.client import KubeClient
@@ -109,6 +110,35 @@ async def test_a_concurrent_claims_change_refuses_the_write_and_a_pid_bump_does_
         await kc.merge_patch(PROCESS_TABLES, tname, {"status": {"processCount": 7}}, subresource="status")
         assert await w.arbitrate([B], fresh, T0)
         assert (await stored(kc, tname))[KEY]["holder"] == "ns/b"
+    finally:
+        await kc.merge_patch(PROCESS_TABLES, tname, {"metadata": {"finalizers": None}})
+        await kc.delete(PROCESS_TABLES, tname)
+
+
+async def test_a_release_passes_the_claim_on_at_once_and_a_lagging_cache_does_not_give_it_back(
+    kc: KubeClient, tname: str
+) -> None:
+    """docs/behaviour.md#handing-a-stable-name-over: the holder's step out of Running/Attested writes the
+    claim to the next bidder before its own status write, and the writer's passes while the Process cache
+    still shows it Attested (the status write not seen yet) keep it there."""
+    try:
+        cache = [A, B]
+        ticks = clock(T0)
+        w = TableStatusWriter(kc, lambda: cache, table_name=tname, interval=0.01, now=lambda: next(ticks))
+        await w.flush()
+        assert (await stored(kc, tname))[KEY]["holder"] == "ns/a"
+        assert await w.release(A, ProcessPhase.EXITING)
+        moved = (await stored(kc, tname))[KEY]
+        assert moved["holder"] == "ns/b"
+        # the cache still shows a Attested (same resourceVersion): a pass does not hand it back
+        await w.flush()
+        assert (await stored(kc, tname))[KEY] == moved
+        # nothing names a any more: a second release writes nothing
+        assert not await w.release(A, ProcessPhase.EXITING)
+        # the cache shows a's next version (back in Running, say): it is a bidder as it stands again
+        cache = [msgspec.structs.replace(A, metadata=msgspec.structs.replace(A.metadata, resource_version="2")), B]
+        await w.flush()
+        assert (await stored(kc, tname))[KEY]["holder"] == "ns/a"
     finally:
         await kc.merge_patch(PROCESS_TABLES, tname, {"metadata": {"finalizers": None}})
         await kc.delete(PROCESS_TABLES, tname)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import msgspec
 import pytest
+from blake3 import blake3
 
 from shared.domain.api.classification import Classification, ConvergencePointType, SubstrateType
 from shared.domain.api.intent import Intent, NixIntent
@@ -137,20 +138,33 @@ def with_override(override: str | None) -> ProcessSpec:
     return msgspec.structs.replace(V1, identity=IdentitySpec(name_override=override))
 
 
+def hash_of_v1_with(identity_json: str) -> str:
+    """The content hash computed from the text of the vector, not by the code under test: V1's
+    declaration-order JSON with its ``identity`` object replaced, then BLAKE3, the first 16 bytes, base32
+    (docs/wire-format.md#content-hash)."""
+    text = V1_DECLARATION_ORDER.replace('"identity":{}', f'"identity":{identity_json}', 1)
+    return base32_lower(blake3(text.encode()).digest()[:16])
+
+
+def test_the_independent_hash_reproduces_the_vector() -> None:
+    assert hash_of_v1_with("{}") == "wtem42f9bfvwwvd6ctcban2zp4"
+
+
 @pytest.mark.parametrize(
-    ("override", "name", "is_override"),
-    [("  seph  ", "seph", True), ("   ", None, False), (None, None, False)],
+    ("override", "identity_json", "name", "is_override"),
+    [("  seph  ", '{"nameOverride":"  seph  "}', "seph", True), ("   ", '{"nameOverride":"   "}', None, False),
+     (None, "{}", None, False)],
     ids=[
-        "a non-empty override wins after trimming",
-        "a blank override counts as absent",
+        "a non-empty override wins after trimming (and is hashed untrimmed)",
+        "a blank override counts as absent (and is hashed)",
         "no override names the process by its hash",
     ],
 )
-def test_derive_identity(override: str | None, name: str | None, is_override: bool) -> None:
-    spec = with_override(override)
-    identity = derive_identity(spec)
-    assert identity.content_hash == content_hash(spec)
-    assert identity.name == (name or identity.content_hash)
+def test_derive_identity(override: str | None, identity_json: str, name: str | None, is_override: bool) -> None:
+    identity = derive_identity(with_override(override))
+    expected_hash = hash_of_v1_with(identity_json)
+    assert identity.content_hash == expected_hash
+    assert identity.name == (name or expected_hash)
     assert identity.name_override is is_override
 
 

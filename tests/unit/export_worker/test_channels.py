@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 
 import nats
 import pytest
+from nats.js.client import JetStreamContext
 
 from export_worker import channels
 from export_worker.event import ExportEvent
 from export_worker.outcome import ExportOutcome, OutcomeKind
 from shared.domain.api.export import HttpEventChannel, NatsSubjectChannel, StdoutChannel, VectorChannel
+from tests.support.proxies import NatsAckProxy
 from tools.controlplane.cluster import free_port
 from tools.http_receiver import HttpReceiver
 from tools.nats_server import NatsServer
@@ -63,14 +66,22 @@ async def test_http_without_an_answer_fails(monkeypatch: pytest.MonkeyPatch) -> 
     assert outcome == ExportOutcome.failed("HTTP error: no answer within 0.3 s")
 
 
-async def test_nats_publishes_to_the_expanded_subject_and_a_subject_without_a_stream_fails_the_ack(
-        nats_server: NatsServer) -> None:
-    client = await nats.connect(nats_server.url)
+@contextlib.asynccontextmanager
+async def stream(server: NatsServer, name: str, subject: str) -> AsyncIterator[tuple[JetStreamContext, VectorChannel]]:
+    """A JetStream stream ``name`` over ``<prefix>.>`` (the prefix: ``subject`` up to its first dot), and a
+    channel publishing to ``subject``."""
+    client = await nats.connect(server.url)
     try:
         js = client.jetstream()
-        await js.add_stream(name="EXP", subjects=["exp.>"])
-        channel = VectorChannel(nats_subject=NatsSubjectChannel(subject="exp.{{run_id}}.x", stream="EXP",
-                                                                url=nats_server.url))
+        await js.add_stream(name=name, subjects=[f"{subject.split('.', 1)[0]}.>"])
+        yield js, VectorChannel(nats_subject=NatsSubjectChannel(subject=subject, stream=name, url=server.url))
+    finally:
+        await client.close()
+
+
+async def test_nats_publishes_to_the_expanded_subject_and_a_subject_without_a_stream_fails_the_ack(
+        nats_server: NatsServer) -> None:
+    async with stream(nats_server, "EXP", "exp.{{run_id}}.x") as (js, channel):
         assert await channels.ship(channel, EVENT, BYTES, "r1", io.StringIO()) == ExportOutcome.shipped()
         message = await js.get_msg("EXP", 1)
         assert (message.subject, message.data) == ("exp.r1.x", BYTES)
@@ -78,8 +89,6 @@ async def test_nats_publishes_to_the_expanded_subject_and_a_subject_without_a_st
                                                                 url=nats_server.url))
         outcome = await channels.ship(nowhere, EVENT, BYTES, "r1", io.StringIO())
         assert outcome == ExportOutcome.failed("NATS ack: nats: no response from stream")
-    finally:
-        await client.close()
 
 
 async def test_nats_that_cannot_be_reached_fails_the_connect_with_its_cause() -> None:
@@ -106,3 +115,46 @@ async def test_a_channel_with_no_variant_fails_without_shipping() -> None:
     outcome = await channels.ship(VectorChannel(), EVENT, BYTES, "r", io.StringIO())
     assert outcome == ExportOutcome.failed(
         "channel: vector channel has no variant set (one of httpEvent/natsSubject/stdout required)")
+
+
+KEY = "tatara-export/u-1/3/0"
+
+
+async def test_http_sends_the_idempotency_key_as_a_structured_field_string() -> None:
+    async with HttpReceiver() as receiver:
+        assert await channels.ship(http(receiver.url), EVENT, BYTES, "ns/p", io.StringIO(), KEY) == \
+            ExportOutcome.shipped()
+        assert await channels.ship(http(receiver.url), EVENT, BYTES, "ns/p", io.StringIO()) == ExportOutcome.shipped()
+    with_key, without = receiver.requests
+    assert with_key.header("Idempotency-Key") == f'"{KEY}"'  # RFC 8941 sf-string, as the IETF draft defines it
+    assert without.header("Idempotency-Key") is None
+
+
+async def test_nats_sends_the_key_as_nats_msg_id_and_a_retry_is_stored_once_and_reported_a_duplicate(
+        nats_server: NatsServer) -> None:
+    async with stream(nats_server, "DEDUP", "dedup.x") as (js, channel):
+        assert await channels.ship(channel, EVENT, BYTES, "r", io.StringIO(), KEY) == ExportOutcome.shipped()
+        retry = BYTES.replace(b"2026", b"2027")  # a retry's event carries a later timestamp
+        outcome = await channels.ship(channel, EVENT, retry, "r", io.StringIO(), KEY)
+        assert outcome == ExportOutcome.shipped(duplicate=True, stored=BYTES), "the stream kept the first bytes"
+        other = await channels.ship(channel, EVENT, retry, "r", io.StringIO(), "tatara-export/u-1/3/1")
+        assert other == ExportOutcome.shipped(), "another export is another message"
+        info = await js.stream_info("DEDUP")
+        assert info.state.messages == 2
+        first = await js.get_msg("DEDUP", 1)
+        assert (first.data, (first.headers or {}).get("Nats-Msg-Id")) == (BYTES, KEY)
+
+
+async def test_a_lost_acknowledgement_fails_the_ack_and_the_retry_is_the_duplicate_of_the_stored_message(
+        nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(channels, "NATS_TIMEOUT", 1.0)
+    async with stream(nats_server, "LOST", "lost.x") as (js, _), \
+            NatsAckProxy(upstream_port=nats_server.port or 0, drop_acks=1) as proxy:
+        channel = VectorChannel(nats_subject=NatsSubjectChannel(subject="lost.x", stream="LOST", url=proxy.url))
+        assert await channels.ship(channel, EVENT, BYTES, "r", io.StringIO(), KEY) == ExportOutcome.failed(
+            "NATS ack: nats: timeout")
+        assert (proxy.acks, proxy.dropped) == (1, 1), "the stream acknowledged; the publisher never heard"
+        retry = BYTES.replace(b"2026", b"2027")
+        assert await channels.ship(channel, EVENT, retry, "r", io.StringIO(), KEY) == ExportOutcome.shipped(
+            duplicate=True, stored=BYTES)
+        assert (await js.stream_info("LOST")).state.messages == 1

@@ -22,6 +22,14 @@ def test_the_jobs_arguments_parse_with_the_defaults() -> None:
                                                                                          "p-export-0-receipt")
     assert config.spec.channel.kind() is ChannelKind.STDOUT
     assert (config.previous_root, config.receipt_key, config.log_level) == (None, "receipt.yaml", "info")
+    assert config.idempotency_key is None, "the reference's Jobs pass none: nothing is sent"
+
+
+def test_the_idempotency_key_from_the_flag_or_the_environment() -> None:
+    key = "tatara-export/u-1/3/0"
+    assert parse_config([*ARGS, "--idempotency-key", key], {}).idempotency_key == key
+    assert parse_config(ARGS, {"TATARA_IDEMPOTENCY_KEY": key}).idempotency_key == key
+    assert parse_config([*ARGS, "--idempotency-key", ""], {}).idempotency_key is None
 
 
 def test_previous_root_and_receipt_key_from_flags_or_environment() -> None:
@@ -49,8 +57,10 @@ def test_everything_but_the_spec_can_come_from_the_environment(tmp_path: Path) -
     (["--spec-json", "/nonexistent", *ARGS[2:]], "--spec-json: cannot read /nonexistent"),
     ([*ARGS, "--receipt-key", ""], "--receipt-key (or TATARA_RECEIPT_KEY) is required"),
     ([*ARGS, "--bogus", "1"], "unrecognized arguments: --bogus"),
+    ([*ARGS, "--idempotency-key", "a\nb"], "--idempotency-key: idempotency key 'a\\nb' holds a character outside"),
 ], ids=["no spec", "two specs", "no namespace", "a spec that is not JSON", "a spec without a channel",
-        "an unreadable spec file", "an empty receipt key", "an unknown flag"])
+        "an unreadable spec file", "an empty receipt key", "an unknown flag",
+        "a key no header can carry"])
 def test_bad_input_names_what_is_wrong(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config(argv, {})

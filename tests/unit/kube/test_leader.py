@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from shared.kube.client import KubeClient
-from shared.kube.errors import Conflict, NotFound
+from shared.kube.errors import AlreadyExists, Conflict, NotFound
 from shared.kube.leader import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,
@@ -243,7 +243,7 @@ class FakeLeaseApi:
         assert body is not None
         lease = msgspec.json.decode(body, type=Lease)
         if method == "POST" and self.lease is not None:
-            raise Conflict(409, "AlreadyExists", path)
+            raise AlreadyExists(409, "AlreadyExists", path)
         if method == "PUT" and (self.lease is None or
                                 lease.metadata.resource_version != self.lease.metadata.resource_version):
             raise Conflict(409, "Conflict", path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -60,7 +61,7 @@ def _executor(client: FakeClient) -> Executor:
 
 def _cache(informer: Informer[T], *objects: T) -> None:
     for obj in objects:
-        informer._apply(InformerEvent.ADDED, f"{obj.metadata.namespace}/{obj.metadata.name}", obj)
+        informer.store.apply(InformerEvent.ADDED, obj)
 
 
 def _allocations(client: FakeClient, cached: EphemeralAllocation, members: list[Process]) -> AllocationReconciler:
@@ -128,6 +129,43 @@ async def test_an_allocation_gone_since_it_was_cached_is_left_alone() -> None:
     reconciler = _allocations(client, alloc(rv="1"), [member("m1")])
     await reconciler.reconcile(Request("pools", "alloc-1"))
     assert client.writes == []
+
+
+@pytest.mark.anyio
+async def test_a_cache_behind_our_own_queued_write_writes_it_no_second_time() -> None:
+    # issue 28: the finalizer's watch event woke a second pass on the cache of before the Queued write
+    cached = alloc(finalizer=False, rv="1")
+    client = FakeClient({"ephemeralallocations/alloc-1": _stored(alloc(), "3")})
+    reconciler = _allocations(client, cached, [])
+    await reconciler.reconcile(Request("pools", "alloc-1"))
+    status_writes = [c.body["status"]["phase"] for c in client.calls if c.path.endswith("/status")]
+    assert status_writes == ["Queued"]
+    again = await reconciler.reconcile(Request("pools", "alloc-1"))  # the cache still shows version 1
+    assert [c.path for c in client.calls if c.path.endswith("/status")] == ["ephemeralallocations/alloc-1/status"]
+    assert (again.requeue_after, again.urgent) == (0.05, True)
+    caught_up = alloc(status={"phase": "Queued", "message": "waiting for a free member of pool demo-pool",
+                              "boundPool": {"name": "demo-pool", "namespace": "pools"}}, rv="3")
+    _cache(reconciler.allocations, caught_up)
+    settled = await reconciler.reconcile(Request("pools", "alloc-1"))
+    assert [c.path for c in client.calls if c.path.endswith("/status")] == ["ephemeralallocations/alloc-1/status"]
+    assert settled.requeue_after is not None
+    assert settled.requeue_after > 0.05
+
+
+@pytest.mark.anyio
+async def test_a_pool_cache_behind_our_own_status_write_writes_it_and_its_warning_no_second_time() -> None:
+    # issue 28: a pass woken by a member on the cache of before the MaxSizeReached write warned again
+    cached = pool(1, max_size=1)
+    cached = msgspec.structs.replace(cached, metadata=msgspec.structs.replace(cached.metadata, resource_version="1"))
+    client = FakeClient({"ephemeralpools/test-pool": _stored(cached, "3")})
+    held = process("a", ephemeral=True, annotations={ann.ALLOCATION: "x", ann.REQUESTOR: "pools/x"})
+    reconciler = _pools(client, cached, [held])
+    await reconciler.reconcile(Request("pools", "test-pool"))
+    again = await reconciler.reconcile(Request("pools", "test-pool"))  # the cache still shows version 1
+    assert [c.path for c in client.calls if c.verb == "patch"] == ["ephemeralpools/test-pool/status"]
+    assert [c.body["reason"] for c in client.calls if c.verb == "create" and c.path.startswith("events/")] == [
+        "MaxSizeReached"]
+    assert (again.requeue_after, again.urgent) == (0.05, True)
 
 
 # ── finalizers ───────────────────────────────────────────────────────────────

@@ -18,6 +18,7 @@ from pool_reconciler.pool_decide import (
     sizing_events,
     snapshot,
     spawn_members,
+    stall_events,
 )
 from pool_reconciler.returns import reset_job_name
 from shared.domain import annotations as ann
@@ -342,3 +343,28 @@ def test_CORRECTED_a_pool_of_desired_size_zero_is_ready() -> None:
     assert status["phase"] == "Steady"
     assert [(c["type"], c["status"]) for c in status["conditions"]] == [
         ("Ready", "True"), ("Reconciling", "False"), ("Stalled", "False")]
+
+
+# ── a target maxSize keeps out of reach (issue 28) ───────────────────────────
+
+
+def test_a_pool_at_its_cap_warns_once_when_the_stall_begins() -> None:
+    members = [process("a", ephemeral=True, annotations=BOUND)]
+    first = pool_decide(observe_pool(pool(1, max_size=1), *members))
+    assert first.create == ()
+    assert first.status is not None
+    message = first.status.to_json()["message"]
+    assert message.startswith("at maxSize 1: 1 active member(s), 1 allocated")
+    assert [e for e in first.events if e.reason == "MaxSizeReached"] == [Event.warning("MaxSizeReached", message)]
+    stored = pool(1, max_size=1, status=first.status.to_json())
+    again = pool_decide(observe_pool(stored, *members))
+    assert again.status is None  # nothing changed: no write
+    assert [e for e in again.events if e.reason == "MaxSizeReached"] == []
+
+
+def test_stall_events_say_nothing_for_other_stalls_or_none() -> None:
+    bad = {"aplicacao": {"chartRef": "c", "version": "1"},
+           "exports": [{"name": "e", "source": {}, "channel": {}, "when": "OnAttested"}]}
+    invalid = pool_decide(observe_pool(pool(5, max_size=2, template=bad)))
+    assert stall_events(observe_pool(pool()), None) == ()
+    assert [e.reason for e in invalid.events] == ["InvalidTemplate"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from pool_reconciler.pool_status import ledger, pool_conditions, pool_phase, pool_status_patch
+from pool_reconciler.pool_status import ledger, max_size_stall, pool_conditions, pool_phase, pool_status_patch
 from shared.domain import annotations as ann
 from shared.domain.api.pool import EphemeralPool, MemberState, PoolPhase
-from tests.unit.pool_reconciler.builders import NOW, A, F, R, S, ago, observe_pool, pool, process
+from tests.unit.pool_reconciler.builders import NOW, A, F, R, S, X, ago, observe_pool, pool, process
 
 PHASE_ROWS = [
     ("a deleting pool is Draining", pool(deleting=True), [F], PoolPhase.DRAINING),
@@ -119,3 +119,62 @@ def test_the_ledger_names_the_allocation_of_allocated_and_returning_members_only
     members = [process("a", annotations=held), process("b", annotations=held), process("c", annotations=held)]
     rows = ledger(observe_pool(pool()), members, [F, A, R])
     assert [r.allocation_ref.name if r.allocation_ref else None for r in rows] == [None, "x", "x"]
+
+
+# ── a target maxSize keeps out of reach (issue 28) ───────────────────────────
+# The legacy sizing rules (docs/behaviour.md#legacy-sizing) create at most maxSize − active members, so once
+# the active members (all but Failed) fill maxSize and the phase is below target, nothing the reconciler does
+# reaches the target; minSize or desiredSize above maxSize never can. A Returning member is Free again or
+# replaced soon, so the pool is still moving then.
+
+ABOVE = "above maxSize 2: the pool never holds more than 2 member(s)"
+STALL_ROWS = [
+    ("issue 28: minSize 4, desiredSize 5, maxSize 2 never fits", pool(5, min_size=4, max_size=2), [F, F],
+     "minSize 4 and desiredSize 5 " + ABOVE),
+    ("desiredSize above maxSize stalls before any member exists", pool(5, max_size=2), [], "desiredSize 5 " + ABOVE),
+    ("minSize above maxSize alone", pool(1, min_size=3, max_size=2), [F], "minSize 3 " + ABOVE),
+    ("every member allocated at the cap", pool(3, max_size=3), [A, A, A],
+     "at maxSize 3: 3 active member(s), 3 allocated and 0 free or starting, short of desiredSize 3; "
+     "raise maxSize or release an allocation"),
+    ("allocations beyond the cap, one member still starting", pool(2, max_size=2), [A, S],
+     "at maxSize 2: 2 active member(s), 1 allocated and 1 free or starting, short of desiredSize 2; "
+     "raise maxSize or release an allocation"),
+    ("minSize is named when it is set", pool(2, min_size=2, max_size=2), [A, A],
+     "at maxSize 2: 2 active member(s), 2 allocated and 0 free or starting, short of desiredSize 2, minSize 2; "
+     "raise maxSize or release an allocation"),
+    ("a Returning member is still on its way back", pool(2, max_size=2), [A, R], None),
+    ("room left under the cap: sizing creates", pool(3, max_size=3), [A, A], None),
+    ("a Failed member is not active: it is replaced", pool(2, max_size=2), [A, X], None),
+    ("at the cap and at the target is Steady", pool(1, max_size=2), [A, F], None),
+    ("maxSize 0 means no cap", pool(5), [A, A, A], None),
+    ("desiredSize equal to maxSize is reachable", pool(2, max_size=2), [], None),
+    ("desired-count pools ignore maxSize", pool(0, desired=5, max_size=2), [F, F], None),
+    ("a deleting pool is Draining, never stalled", pool(5, max_size=2, deleting=True), [F], None),
+]
+
+
+@pytest.mark.parametrize(("p", "states", "expected"), [r[1:] for r in STALL_ROWS], ids=[r[0] for r in STALL_ROWS])
+def test_max_size_stall_table(p: EphemeralPool, states: list[MemberState], expected: str | None) -> None:
+    assert max_size_stall(p, states) == expected
+
+
+def test_a_pool_held_below_target_by_max_size_is_stalled_not_reconciling() -> None:
+    members = [process("a", ephemeral=True, annotations={ann.ALLOCATION: "x"}),
+               process("b", ephemeral=True, annotations={ann.ALLOCATION: "y"})]
+    patch = pool_status_patch(observe_pool(pool(1, max_size=2), *members), members, [A, A], None)
+    assert patch is not None
+    wire = patch.to_json()
+    assert wire["phase"] == "ScalingUp"
+    assert wire["message"] == ("at maxSize 2: 2 active member(s), 2 allocated and 0 free or starting, short of "
+                               "desiredSize 1; raise maxSize or release an allocation")
+    assert [(c["type"], c["status"], c["reason"], c["message"]) for c in wire["conditions"]] == [
+        (t, v, "MaxSizeReached", wire["message"])
+        for t, v in (("Ready", "False"), ("Reconciling", "False"), ("Stalled", "True"))]
+
+
+def test_a_pause_or_template_message_wins_over_the_cap() -> None:
+    patch = pool_status_patch(observe_pool(pool(5, max_size=2)), [], [], "invalid template: x")
+    assert patch is not None
+    wire = patch.to_json()
+    assert wire["message"] == "invalid template: x"
+    assert {c["reason"] for c in wire["conditions"]} == {"Initializing"}

@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from reconciler.boundary import Outcome, cel_problems, check
-from reconciler.cel import CelError, CelResult, check_bounds, compile_problem, evaluate_expression, is_error
+from reconciler.cel import (
+    CelError,
+    CelResult,
+    check_bounds,
+    compile_problem,
+    constant_type_error,
+    evaluate_expression,
+    is_error,
+)
 from reconciler.children import ChildRef, ChildState
 from reconciler.decision import Observed
 from shared.domain.api.boundary import Condition
@@ -195,3 +203,14 @@ def test_a_decision_reads_the_results_evaluated_beforehand(
     assert (found.outcome, found.message) == verdict
     # only the cost overrun is an evaluation error (a CelEvaluationFailed Warning); a missing result is not
     assert is_error(found.message) is found.message.startswith("CEL expression exceeded")
+
+
+@pytest.mark.parametrize(("expression", "kind"), [
+    ("'ready'", "string"), ("process.metadata.name", "string"), ("size(children)", "int"), ("2.5", "double"),
+    ("b'x'", "bytes"), ("[true]", "list"), ("{'a': true}", "map"), ("now", "timestamp"), ("duration('1s')", "duration"),
+    ("null", None), ("process.metadata.nothere", None), ("1 / 0 == 1", None), ("true", None), ("1 > 2", None),
+], ids=lambda v: str(v))
+def test_a_constant_type_error_is_a_value_of_a_kind_other_than_bool_or_null(expression: str, kind: str | None) -> None:
+    variables = {"process": {"metadata": {"name": "p"}}, "children": [], "childProcesses": [], "now": NOW}
+    result = evaluate_expression(expression, variables)
+    assert constant_type_error(result.error or None) == kind

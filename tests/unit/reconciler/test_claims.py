@@ -14,11 +14,14 @@ from reconciler.claims import (
     arbitrate,
     bid_keys,
     candidates_by_key,
+    claims_after,
     claims_changed,
     decide_claim,
     foreign_holders,
     held_keys,
+    holder_keys,
     holds_any_claim,
+    in_phase,
     standing,
 )
 from shared.domain.api.codec import convert
@@ -174,3 +177,45 @@ def test_standing(claims: dict[str, ClaimRecord], held: tuple[str, ...], lost: t
 def test_foreign_holders(namespace: str | None, expected: list[str]) -> None:
     claims = {"k1": record("ns/a"), "k2": record("other/b"), "k3": record("ns/a")}
     assert foreign_holders(claims, namespace) == expected
+
+
+# ── a holder leaving gives its records up (docs/behaviour.md#handing-a-stable-name-over) ──
+
+MAP = {"c/x": record("ns/a"), "c/y": record("ns/b"), "c/z": record("ns/a", pid="a.9")}
+
+
+@pytest.mark.parametrize(
+    ("ref", "phase", "kept"),
+    [
+        ("ns/a", P.RUNNING, ["c/x", "c/y", "c/z"]),
+        ("ns/a", P.ATTESTED, ["c/x", "c/y", "c/z"]),
+        ("ns/a", P.EXITING, ["c/y"]),
+        ("ns/a", P.RECONVERGING, ["c/y"]),
+        ("ns/a", P.REAPED, ["c/y"]),
+        ("ns/c", P.ZOMBIE, ["c/x", "c/y", "c/z"]),
+    ],
+    ids=[
+        "Running keeps every record",
+        "Attested keeps every record",
+        "Exiting gives up every record naming it, whatever the pid",
+        "Reconverging is not eligible either",
+        "Reaped gives them up",
+        "a Process no record names changes nothing",
+    ],
+)
+def test_claims_after(ref: str, phase: P, kept: list[str]) -> None:
+    assert sorted(claims_after(MAP, ref, phase)) == kept
+
+
+def test_holder_keys_name_every_record_of_the_ref_sorted() -> None:
+    assert holder_keys(MAP, "ns/a") == ("c/x", "c/z")
+    assert holder_keys(MAP, "ns/none") == ()
+
+
+def test_in_phase_changes_only_the_phase() -> None:
+    p = routed("a", [{"app": "x"}], status={"phase": "Running", "pid": "a.1"})
+    leaving = in_phase(p, P.EXITING)
+    assert leaving.phase is P.EXITING
+    assert p.phase is P.RUNNING
+    assert leaving.spec == p.spec
+    assert leaving.metadata == p.metadata

@@ -12,7 +12,15 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from reconciler.controller import ProcessReconciler, claims_moved
+from reconciler.controller import (
+    ChildObject,
+    ProcessReconciler,
+    RoutingChildObject,
+    claim_apps,
+    claims_moved,
+    route_gone,
+    stable_hosts,
+)
 from reconciler.decision import Decision
 from reconciler.executor import Executor
 from reconciler.pid import PidRefused
@@ -239,3 +247,44 @@ HOLDS_B = {"pleme-dev/api": {"holder": "ns/b", "pid": "b.1", "grantedAt": "2026-
 )
 def test_claims_moved(event: WatchEventType, old: ProcessTable | None, new: ProcessTable, kept: bool) -> None:
     assert claims_moved(event, old, new) is kept
+
+
+# ── make after break: the routing caches by host (docs/behaviour.md#handing-a-stable-name-over) ──
+
+def routing_child(form: str, spec: dict[str, Any]) -> RoutingChildObject:
+    return msgspec.convert({"metadata": {"name": "c", "labels": {"tatara.pleme.io/routing-form": form}},
+                            "spec": spec}, RoutingChildObject)
+
+
+@pytest.mark.parametrize(
+    ("child", "hosts"),
+    [
+        (routing_child("stable", {"rules": [{"host": "api.c.l.d"}]}), ["api.c.l.d"]),
+        (routing_child("stable", {"endpoints": [{"dnsName": "api.c.l.d"}]}), ["api.c.l.d"]),
+        (routing_child("instance", {"rules": [{"host": "api.x.c.l.d"}]}), []),
+        (msgspec.convert({"metadata": {"labels": {"tatara.pleme.io/routing-form": "stable"}}}, ChildObject), []),
+    ],
+    ids=["a stable Ingress by its rules' hosts", "a stable DNSEndpoint by its names",
+         "an instance child is not indexed", "a child cached without its spec is not indexed"],
+)
+def test_stable_hosts(child: ChildObject, hosts: list[str]) -> None:
+    assert stable_hosts(child) == hosts
+
+
+def test_claim_apps_are_the_apps_of_a_stable_name_bidder() -> None:
+    def bidder(claim: bool) -> Process:
+        return convert({"metadata": {"name": "p", "namespace": "ns"}, "spec": {
+            "classification": {"pointType": "Gate", "substrate": "Compute"},
+            "intent": {"flux": {"gitRepository": "r", "path": "./a"}},
+            "routing": {"hostnames": [{"app": "web"}, {"app": "api"}, {"app": "web", "instance": "x"}],
+                        "backend": {"service": "s", "port": 80}, "stableNameClaim": claim}}}, Process)
+
+    assert claim_apps(bidder(True)) == ["api", "web"]
+    assert claim_apps(bidder(False)) == []
+
+
+@pytest.mark.parametrize(("event", "kept"), [(WatchEventType.DELETED, True), (WatchEventType.ADDED, False),
+                                             (WatchEventType.MODIFIED, False)])
+def test_only_a_routing_child_going_wakes_the_other_bidders(event: WatchEventType, kept: bool) -> None:
+    child = routing_child("stable", {"rules": [{"host": "api.c.l.d"}]})
+    assert route_gone(event, child, child) is kept

@@ -63,7 +63,7 @@ def setup_with_jobs(*cached: Process, pids: bool = False) -> tuple[ProcessReconc
 
     reconciler = ProcessReconciler(client, processes, cast(Executor, executor), allocate, jobs=jobs)
     for p in cached:
-        processes._apply(WatchEventType.ADDED, f"ns/{p.metadata.name}", p)
+        processes.store.apply(WatchEventType.ADDED, p)
     return reconciler, executor, jobs
 
 
@@ -105,8 +105,8 @@ async def test_a_job_deleted_before_a_pass_saw_it_cached_is_applied_again_at_onc
                                 "ownerReferences": [{"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "Process",
                                                      "name": "pr", "uid": "u-pr", "controller": True}]}},
                   ObservedJob)
-    reconciler.jobs._apply(WatchEventType.ADDED, "ns/pr-export-0", job)
-    reconciler.jobs._apply(WatchEventType.DELETED, "ns/pr-export-0", job)
+    reconciler.jobs.store.apply(WatchEventType.ADDED, job)
+    reconciler.jobs.store.apply(WatchEventType.DELETED, job)
 
     await reconciler.reconcile(Request("ns", "pr"))
     again = last(executor)

@@ -7,6 +7,7 @@ by hand: the ``--spec`` argument is the export's JSON in declaration order, type
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -20,15 +21,19 @@ from reconciler.exports import (
     ExportState,
     applicable,
     export_job,
+    export_job_name,
     export_runs,
     gate_of,
+    latest_warning,
+    receipt_config_map_name,
     receipt_refs,
+    without_pod,
 )
 from reconciler.render import RenderError
 from shared.domain.api.codec import convert
 from shared.domain.api.phase import ProcessPhase as P
 from shared.domain.api.process import Process
-from shared.domain.manifests.batch import JobCondition, JobStatus, ObservedJob
+from shared.domain.manifests.batch import JobCondition, JobStatus, JobWaiting, ObservedJob
 from shared.kube.meta import ObjectMeta, as_json
 
 CREATED = datetime(2025, 6, 1, 11, 0, tzinfo=UTC)
@@ -47,7 +52,7 @@ def process(exports: list[dict[str, Any]], *, phase: str = "Releasing", gate: st
         status["attestation"] = {"artifactHash": "a" * 64, "intentHash": "i" * 64, "composedRoot": "r" * 64,
                                  "generation": 0, "attestedAt": "2025-06-01T11:30:00Z"}
     return convert({
-        "metadata": {"name": "pr-7", "namespace": "previews", "uid": uid,
+        "metadata": {"name": "pr-7", "namespace": "previews", "uid": uid, "generation": 3,
                      "creationTimestamp": "2025-06-01T11:00:00Z",
                      "annotations": {"tatara.pleme.io/released-from": gate} if gate else {}},
         "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
@@ -117,6 +122,7 @@ def test_the_export_job_has_every_field_the_spec_lists() -> None:
         "--process-name", "pr-7",
         "--receipt-configmap", "pr-7-export-1-receipt",
         "--previous-root", "r" * 64,
+        "--idempotency-key", "tatara-export/u-1/3/1",  # docs/wire-format.md#export-idempotency-keys
     ]
 
 
@@ -130,6 +136,7 @@ def test_without_an_attestation_there_is_no_previous_root_and_defaults_are_spell
         '{"source":{"receipts":{}},"channel":{"natsSubject":{"subject":"runs.{{run_id}}","stream":"RUNS"}},'
         '"when":"OnFailed","experimentIdOverride":"pr-7"}',
         "--process-namespace", "previews", "--process-name", "pr-7", "--receipt-configmap", "pr-7-export-0-receipt",
+        "--idempotency-key", "tatara-export/u-1/3/0",
     ]
 
 
@@ -215,13 +222,107 @@ def test_receipts_are_read_for_missing_and_failed_jobs_in_releasing_only() -> No
 
 
 
-@pytest.mark.parametrize(("length", "state"), [(54, ExportState.START), (55, ExportState.INVALID)],
-                         ids=["a 63-character Job name is fine", "a 64-character Job name cannot be created"])
-def test_an_export_job_name_must_fit_a_label_value(length: int, state: ExportState) -> None:
-    name = "p" * length
-    long = msgspec.structs.replace(process([MARKER]), metadata=ObjectMeta(name=name, namespace="previews"))
+def named(name: str) -> Process:
+    return msgspec.structs.replace(process([MARKER] * 12), metadata=ObjectMeta(name=name, namespace="previews"))
+
+
+def cut_name(name: str, index: int) -> str:
+    """The spec's cut, written out independently: 63 characters, 8 hex of SHA-256 over the whole name."""
+    suffix = f"-export-{index}"
+    keep = 63 - len(suffix) - 9
+    return name[:keep].rstrip("-.") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8] + suffix
+
+
+LONG_56 = "preview-" + "p" * 48
+
+
+@pytest.mark.parametrize(("name", "index", "expected"), [
+    ("pr-7", 0, "pr-7-export-0"),
+    ("p" * 54, 0, "p" * 54 + "-export-0"),
+    ("p" * 53, 10, "p" * 53 + "-export-10"),
+    ("p" * 55, 0, cut_name("p" * 55, 0)),
+    ("p" * 54, 10, cut_name("p" * 54, 10)),
+    (LONG_56, 0, cut_name(LONG_56, 0)),
+    ("a" * 44 + "-.b" + "c" * 30, 3, "a" * 44 + "-" + hashlib.sha256(("a" * 44 + "-.b" + "c" * 30).encode())
+     .hexdigest()[:8] + "-export-3"),
+    ("x" * 253, 1, cut_name("x" * 253, 1)),
+], ids=["a short name is the reference's", "a 63-character name is the reference's",
+        "a 63-character name with a two-digit index is the reference's",
+        "64 characters are cut and hashed", "a two-digit index is cut one shorter",
+        "the 56-character name of the report", "a cut ending in '-.' drops them", "the longest Process name"])
+def test_an_export_job_name_always_fits_a_label_value(name: str, index: int, expected: str) -> None:
+    got = export_job_name(named(name), index)
+    assert got == expected
+    assert len(got) <= 63
+    assert receipt_config_map_name(named(name), index) == expected + "-receipt"
+
+
+def test_cut_names_of_two_long_processes_with_one_prefix_differ() -> None:
+    a, b = "q" * 60 + "-a", "q" * 60 + "-b"
+    assert export_job_name(named(a), 0) != export_job_name(named(b), 0)
+
+
+def test_a_long_named_process_s_export_runs_under_the_cut_name() -> None:
+    long = msgspec.structs.replace(process([MARKER]), metadata=ObjectMeta(name=LONG_56, namespace="previews"))
     (run,) = export_runs(long, P.ATTESTED, {}, {}, started=False)
-    assert run.state is state
-    if state is ExportState.INVALID:
-        assert run.detail == (f"Job name {name}-export-0 is longer than 63 characters "
-                              "(the Process name is too long for export Jobs)")
+    assert (run.state, run.detail) == (ExportState.START, "")
+    job_ = export_job(long, 0, run.export, owner_uid="u-1", config=ExportJobConfig())
+    assert job_.metadata.name == cut_name(LONG_56, 0)
+    args = job_.spec.template.spec.containers[0].args
+    assert args[args.index("--receipt-configmap") + 1] == cut_name(LONG_56, 0) + "-receipt"
+
+
+def event(uid: str, reason: str, message: str, *, type_: str = "Warning", **stamps: Any) -> dict[str, Any]:
+    return {"type": type_, "reason": reason, "message": message,
+            "involvedObject": {"kind": "Job", "name": "pr-7-export-0", "uid": uid}, **stamps}
+
+
+@pytest.mark.parametrize(("events", "expected"), [
+    ([], None),
+    ([event("j", "FailedCreate", "Error creating: x", lastTimestamp="2025-06-01T11:00:00Z")],
+     JobWaiting(reason="FailedCreate", message="Error creating: x")),
+    ([event("j", "FailedCreate", "old", lastTimestamp="2025-06-01T11:00:00Z"),
+      event("j", "FailedCreate", "new", lastTimestamp="2025-06-01T11:05:00Z"),
+      event("j", "FailedCreate", "middle", lastTimestamp="2025-06-01T11:02:00Z")],
+     JobWaiting(reason="FailedCreate", message="new")),
+    ([event("j", "FailedCreate", "by series", eventTime="2025-06-01T11:00:00.000000Z",
+            series={"count": 3, "lastObservedTime": "2025-06-01T11:09:00.000000Z"}),
+      event("j", "FailedCreate", "by last", lastTimestamp="2025-06-01T11:05:00Z")],
+     JobWaiting(reason="FailedCreate", message="by series")),
+    ([event("other", "FailedCreate", "an earlier Job of the same name", lastTimestamp="2025-06-01T11:05:00Z"),
+      event("j", "SuccessfulCreate", "Created pod", type_="Normal", lastTimestamp="2025-06-01T11:06:00Z")], None),
+], ids=["no Event", "one Warning", "the newest of three", "a series counts by its last observation",
+        "another Job's Warning and a Normal Event are not reasons"])
+def test_the_latest_warning_of_a_job(events: list[dict[str, Any]], expected: JobWaiting | None) -> None:
+    assert latest_warning(events, "j") == expected
+
+
+PODLESS = JobStatus(start_time="2025-06-01T11:00:00Z")
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    (PODLESS, True),
+    (JobStatus(), False),
+    (JobStatus(start_time="2025-06-01T11:00:00Z", active=1), False),
+    (JobStatus(start_time="2025-06-01T11:00:00Z", failed=1), False),
+    (JobStatus(start_time="2025-06-01T11:00:00Z", succeeded=1), False),
+    (JobStatus(start_time="2025-06-01T11:00:00Z",
+               conditions=[JobCondition(type="Failed", status="True")]), False),
+], ids=["handled, no pod", "not handled by a Job controller yet", "a pod is active",
+        "a pod failed (a retry is on its way)", "a pod succeeded", "finished"])
+def test_which_jobs_have_no_pod(status: JobStatus, expected: bool) -> None:
+    assert status.without_pod() is expected
+    p = process([MARKER])
+    jobs = {0: ObservedJob(metadata=ObjectMeta(name="pr-7-export-0", namespace="previews", uid="j"), status=status)}
+    assert list(without_pod(p, jobs)) == ([0] if expected else [])
+    assert without_pod(process([MARKER], phase="Attested"), jobs) == {}
+
+
+def test_a_running_export_says_why_its_job_has_no_pod() -> None:
+    jobs = {0: ObservedJob(metadata=ObjectMeta(name="pr-7-export-0", uid="j"), status=PODLESS),
+            1: ObservedJob(metadata=ObjectMeta(name="pr-7-export-1", uid="k"),
+                           status=JobStatus(start_time="2025-06-01T11:00:00Z", active=1))}
+    warnings = {i: JobWaiting(reason="FailedCreate", message="Error creating: nope") for i in (0, 1)}
+    runs = export_runs(process([MARKER, MARKER]), P.ATTESTED, jobs, {}, started=True, warnings=warnings)
+    assert [(r.state, r.detail) for r in runs] == [(ExportState.RUNNING, "FailedCreate: Error creating: nope"),
+                                                   (ExportState.RUNNING, "")]

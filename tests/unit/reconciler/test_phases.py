@@ -481,13 +481,6 @@ def test_a_cel_postcondition_gates_attestation_in_running() -> None:
     ("expression", "old_message", "events"),
     [
         pytest.param(
-            "process.status.phase",
-            None,
-            [("Warning", "CelEvaluationFailed",
-              "spec.boundary.postconditions[0]: CEL expression returned string, not a bool")],
-            id="a non-bool result gives one warning naming the condition",
-        ),
-        pytest.param(
             "process.status.nothere",
             None,
             [("Warning", "CelEvaluationFailed",
@@ -495,10 +488,17 @@ def test_a_cel_postcondition_gates_attestation_in_running() -> None:
             id="a runtime error gives one warning",
         ),
         pytest.param(
-            "process.status.phase",
-            "CEL expression returned string, not a bool",
+            "process.status.nothere",
+            "CEL evaluation error: no such key: nothere",
             [],
             id="the same error again gives no second warning",
+        ),
+        pytest.param(
+            "process.spec.boundary.postconditions.exists(c, c.kind == 'Cel') ? null : true",
+            None,
+            [("Warning", "CelEvaluationFailed",
+              "spec.boundary.postconditions[0]: CEL expression returned null, not a bool")],
+            id="a null result is no type error (an unknown value may become a bool)",
         ),
         pytest.param("1 > 2", None, [], id="a false result is no warning"),
     ],
@@ -517,6 +517,70 @@ def test_a_cel_postcondition_without_a_bool_warns_once(
     d = decide(obs(p, children={KS: ready}), fake_render([KS_DOC]))
     assert d.transition is None
     assert [(e.type, e.reason, e.message) for e in d.events] == events
+
+
+@pytest.mark.parametrize(("expression", "kind"), [
+    ("'ready'", "string"),
+    ("process.status.phase", "string"),
+    ("size(children)", "int"),
+    ("1.5", "double"),
+    ("children.map(c, c.name)", "list"),
+    ("{'ok': true}", "map"),
+    ("duration('1s')", "duration"),
+], ids=["a string literal", "a string read from the Process", "an int", "a double", "a list", "a map",
+        "a duration"])
+def test_a_cel_postcondition_of_a_kind_that_is_never_a_bool_stalls_running(expression: str, kind: str) -> None:
+    cond = {"kind": "Cel", "params": {"expression": expression}}
+    p = make("Running", spec={"boundary": {"postconditions": [cond]}}, fluxResources=[{**KS_REF, "ready": True}])
+    d = decide(obs(p, children={KS: ChildState(ref=KS, ready=True)}), fake_render([KS_DOC]))
+    message = f"spec.boundary.postconditions[0]: CEL expression {expression!r} returned {kind}, not a bool"
+    assert d.transition is None
+    assert sent(d)["message"] == message
+    conds = {c["type"]: (c["status"], c["reason"], c["message"]) for c in sent(d)["conditions"]}
+    assert conds == {"Ready": ("False", "CelTypeError", message), "Reconciling": ("False", "CelTypeError", message),
+                     "Stalled": ("True", "CelTypeError", message)}
+    (row,) = sent(d)["boundary"]["postconditions"]
+    assert (row["satisfied"], row["message"]) == (False, f"CEL expression returned {kind}, not a bool")
+    assert [(e.type, e.reason, e.message) for e in d.events] == [("Warning", "CelTypeError", message)]
+
+
+def test_a_process_stalled_on_a_cel_type_error_writes_nothing_again() -> None:
+    cond = {"kind": "Cel", "params": {"expression": "'ready'"}}
+    p = make("Running", spec={"boundary": {"postconditions": [cond]}}, fluxResources=[{**KS_REF, "ready": True}])
+    children = {KS: ChildState(ref=KS, ready=True)}
+    first = decide(obs(p, children=children), fake_render([KS_DOC]))
+    stalled = make("Running", spec={"boundary": {"postconditions": [cond]}},
+                   **{k: v for k, v in sent(first).items()
+                      if k in ("message", "conditions", "boundary", "fluxResources")})
+    again = decide(obs(stalled, children=children), fake_render([KS_DOC]))
+    assert (again.status, again.events, again.transition) == (None, (), None)
+
+
+@pytest.mark.parametrize("expression", [
+    "process.status.nothere",
+    "process.spec.boundary.postconditions.exists(c, c.kind == 'Cel') ? null : true",
+    "1 / 0 == 1",
+], ids=["a missing key (an object not there yet)", "a null result (an unknown value)", "a runtime error"])
+def test_a_cel_postcondition_that_may_still_give_a_bool_keeps_reconciling(expression: str) -> None:
+    cond = {"kind": "Cel", "params": {"expression": expression}}
+    p = make("Running", spec={"boundary": {"postconditions": [cond]}}, fluxResources=[{**KS_REF, "ready": True}])
+    d = decide(obs(p, children={KS: ChildState(ref=KS, ready=True)}), fake_render([KS_DOC]))
+    assert sent(d)["message"] == "waiting on postconditions"
+    conds = {c["type"]: (c["status"], c["reason"]) for c in sent(d)["conditions"]}
+    assert conds["Reconciling"] == ("True", "PostconditionsUnmet")
+    assert conds["Stalled"][0] == "False"
+
+
+def test_a_cel_precondition_of_a_kind_that_is_never_a_bool_stalls_execing() -> None:
+    cond = {"kind": "Cel", "params": {"expression": "'ready'"}}
+    d = decide(obs(make("Execing", spec={"boundary": {"preconditions": [cond]}})), fake_render([KS_DOC]))
+    message = "spec.boundary.preconditions[0]: CEL expression \"'ready'\" returned string, not a bool"
+    assert d.transition is None
+    assert d.apply == ()
+    assert sent(d)["message"] == message
+    assert {c["type"]: c["status"] for c in sent(d)["conditions"]}["Stalled"] == "True"
+    assert len(sent(d)["boundary"]["preconditions"]) == 1
+    assert [(e.reason, e.message) for e in d.events] == [("CelTypeError", message)]
 
 
 def test_execing_past_its_boundary_deadline_fails_with_exit_code_124() -> None:

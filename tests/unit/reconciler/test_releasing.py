@@ -11,7 +11,7 @@ from reconciler.decision import Decision
 from reconciler.phases import decide
 from shared.domain.api.phase import ProcessPhase as P
 from shared.domain.api.process import Process
-from shared.domain.manifests.batch import Job, JobCondition, JobStatus, ObservedJob
+from shared.domain.manifests.batch import Job, JobCondition, JobStatus, JobWaiting, ObservedJob
 from shared.kube.events import Event
 from shared.kube.meta import ObjectMeta
 from tests.unit.reconciler.test_phases import goes_to, make, obs, sent
@@ -112,3 +112,68 @@ def test_a_job_deleted_before_it_finished_is_applied_again_with_a_warning() -> N
     assert sent(d)["conditions"][0]["reason"] == "ExportJobLost"
     assert d.events == (Event.warning("ExportJobLost", "export 0: Job me-export-0 was deleted before it finished; "
                                                        "starting it again"),)
+
+
+# ── a Job without a pod says why (docs/behaviour.md#releasing) ──────────────────
+
+FORBIDDEN = ('Error creating: pods "me-export-0-" is forbidden: error looking up service account ns/exporter: '
+             'serviceaccount "exporter" not found')
+BASE = "releasing — waiting for 1 export Job(s) (succeeded=0, failed=0)"
+WAITING = f'{BASE}; export 0 (Job me-export-0): FailedCreate: {FORBIDDEN}'
+
+
+def podless(**status: Any) -> ObservedJob:
+    """A Job the Job controller handled (``startTime``) that has no pod: what a missing ServiceAccount leaves."""
+    return ObservedJob(metadata=ObjectMeta(name="me-export-0", namespace="ns", uid="job-uid"),
+                       status=JobStatus(start_time="2025-06-01T11:59:00Z", **status))
+
+
+def stored(message: str, reason: str) -> Process:
+    return make("Releasing", spec={"lifetime": {"ephemeral": {"exports": [MARKER]}}},
+                meta={"annotations": {"tatara.pleme.io/released-from": "Attested"}}, message=message,
+                conditions=[{"type": t, "status": v, "reason": reason, "message": message,
+                             "lastTransitionTime": "2025-06-01T11:59:00Z"}
+                            for t, v in (("Ready", "False"), ("Reconciling", "True"), ("Stalled", "False"))])
+
+
+def test_a_job_without_a_pod_puts_its_controller_s_warning_on_the_process_with_one_event() -> None:
+    warning = JobWaiting(reason="FailedCreate", message=FORBIDDEN)
+    d = decide(obs(stored(BASE, "ExportsRunning"), export_jobs={0: podless()}, export_job_warnings={0: warning},
+                   heartbeat_seconds=3600))
+    assert d.transition is None
+    assert sent(d)["message"] == WAITING
+    ready = sent(d)["conditions"][0]
+    assert (ready["type"], ready["status"], ready["reason"], ready["message"]) == (
+        "Ready", "False", "ExportJobWaiting", WAITING)
+    assert d.events == (Event.warning("ExportJobWaiting", f"export 0 (Job me-export-0): FailedCreate: {FORBIDDEN}"),)
+    assert d.requeue_after == 10  # the Warning's retries do not touch the Job, so nothing else wakes it
+
+    again = decide(obs(stored(WAITING, "ExportJobWaiting"), export_jobs={0: podless()},
+                       export_job_warnings={0: warning}, heartbeat_seconds=3600))
+    assert (again.status, again.events, again.apply) == (None, (), ())
+
+
+def test_a_job_whose_pod_came_goes_back_to_exports_running() -> None:
+    d = decide(obs(stored(WAITING, "ExportJobWaiting"), export_jobs={0: podless(active=1)}, heartbeat_seconds=3600))
+    assert sent(d)["message"] == BASE
+    assert sent(d)["conditions"][0]["reason"] == "ExportsRunning"
+    assert (d.events, d.requeue_after) == ((), 3600)
+
+
+def test_a_job_without_a_pod_and_no_warning_yet_is_looked_at_again_soon() -> None:
+    d = decide(obs(stored(BASE, "ExportsRunning"), export_jobs={0: podless()}, heartbeat_seconds=3600))
+    assert (d.status, d.events, d.requeue_after) == (None, (), 10)
+
+
+def test_a_suspended_job_says_so_from_its_own_condition() -> None:
+    suspended = ObservedJob(metadata=ObjectMeta(name="me-export-0", namespace="ns", uid="job-uid"), status=JobStatus(
+        conditions=[JobCondition(type="Suspended", status="True", reason="JobSuspended", message="Job suspended")]))
+    d = decide(obs(stored(BASE, "ExportsRunning"), export_jobs={0: suspended}))
+    assert sent(d)["message"] == f"{BASE}; export 0 (Job me-export-0): JobSuspended: Job suspended"
+    assert [e.reason for e in d.events] == ["ExportJobWaiting"]
+
+
+def test_a_job_waiting_still_counts_as_started_so_a_deleted_one_is_lost() -> None:
+    d = decide(obs(stored(WAITING, "ExportJobWaiting"), export_jobs={}))
+    assert applied(d) == ["me-export-0"]
+    assert sent(d)["conditions"][0]["reason"] == "ExportJobLost"

@@ -13,7 +13,7 @@ from reconciler.claims import ClaimStanding, held_keys
 from reconciler.decision import Observed
 from reconciler.phases import Deps, decide
 from reconciler.render import RoutingConfig, manifest_ref, render_children
-from reconciler.routing import contains, drift, plan_routing, stable_name_condition
+from reconciler.routing import contains, drift, make_after_break, plan_routing, served_hosts, stable_name_condition
 from shared.domain.api.codec import convert
 from shared.domain.api.phase import ProcessPhase as P
 from shared.domain.api.process import Process, ProcessCondition
@@ -265,3 +265,155 @@ def test_a_phase_write_keeps_the_stable_name_condition() -> None:
     p = process("Reconverging", conditions=[told])
     d = decide(Observed(process=p, now=NOW, claims=record("ns/other")), deps())
     assert [c["type"] for c in conditions_sent(d)] == ["Ready", "Reconciling", "Stalled", "StableName"]
+
+
+# ── a holder leaving Running/Attested gives its claims up in that step (docs/behaviour.md#handing-a-stable-name-over)
+
+GRANTED = {"type": "StableName", "status": "True", "reason": "StableNameGranted",
+           "message": f"holds stable name {KEY}", "lastTransitionTime": "2025-06-01T11:00:00Z"}
+RELEASED = {"type": "StableName", "status": "False", "reason": "StableNameReleased",
+            "message": "stable name released: Zombie is not Running or Attested",
+            "lastTransitionTime": "2025-06-01T11:30:00Z"}
+
+
+def holder(phase: str, *, annotations: dict[str, str] | None = None, deleting: bool = False,
+           conditions: list[dict[str, Any]] | None = None, lifetime: dict[str, Any] | None = None) -> Process:
+    doc = as_json(process(phase, conditions=[GRANTED] if conditions is None else conditions))
+    doc["metadata"]["annotations"] = annotations or {}
+    if deleting:
+        doc["metadata"] |= {"deletionTimestamp": "2025-06-01T11:59:30Z", "finalizers": ["tatara.pleme.io/finalizer"]}
+    if lifetime is not None:
+        doc["spec"]["lifetime"] = lifetime
+        doc["metadata"]["creationTimestamp"] = "2025-06-01T10:00:00Z"
+    return convert(doc, Process)
+
+
+def sig(value: str) -> dict[str, str]:
+    return {"tatara.pleme.io/signal": value}
+
+
+@pytest.mark.parametrize(
+    ("p", "claims", "target", "released"),
+    [
+        (holder("Attested", annotations=sig("SIGTERM")), record("ns/me"), P.EXITING, P.EXITING),
+        (holder("Running", deleting=True), record("ns/me"), P.EXITING, P.EXITING),
+        (holder("Attested", annotations=sig("SIGKILL")), record("ns/me"), P.REAPED, P.REAPED),
+        (holder("Attested", annotations=sig("SIGHUP")), record("ns/me"), P.RECONVERGING, P.RECONVERGING),
+        (holder("Running", lifetime={"ephemeral": {"ttl": "1m"}}), record("ns/me"), P.EXITING, P.EXITING),
+        (holder("Zombie"), record("ns/me"), P.REAPED, P.REAPED),
+        (holder("Exiting"), record("ns/me"), P.ZOMBIE, P.ZOMBIE),
+        (holder("Reaped"), record("ns/me"), None, P.REAPED),
+        (holder("Attested", annotations=sig("SIGTERM")), record("ns/other"), P.EXITING, None),
+        (holder("Reaped"), record("ns/other"), None, None),
+    ],
+    ids=[
+        "SIGTERM on an Attested holder: the claim goes with the Exiting write",
+        "a deleted Running holder: with the Exiting write",
+        "SIGKILL: with the Reaped write",
+        "SIGHUP: Reconverging is not eligible either",
+        "the TTL of a Running holder: with the Exiting write",
+        "a Zombie the table still names (the crash of issue 28): before its Reaped write",
+        "an Exiting Process the table still names: before its Zombie write",
+        "a Reaped Process the table still names: released, its finalizer goes after",
+        "a Process the table does not name releases nothing, but its condition is released",
+        "a Reaped Process left saying True by an older version is told released on its next pass",
+    ],
+)
+def test_a_holder_leaving_gives_its_claim_up_in_the_same_step(p: Process, claims: dict[str, ClaimRecord],
+                                                              target: P | None, released: P | None) -> None:
+    children = cached(routing_docs(p, HELD))
+    d = decide(Observed(process=p, now=NOW, children=children, claims=claims), deps())
+    assert (d.transition.target if d.transition is not None else None) == target
+    assert d.release_claims == released
+    after = target or p.phase
+    # the condition says what the table will say once the step is done, and is told once
+    (condition,) = [c for c in conditions_sent(d) if c["type"] == "StableName"]
+    message = f"stable name released: {after.value} is not Running or Attested"
+    assert (condition["status"], condition["reason"], condition["message"]) == ("False", "StableNameReleased", message)
+    assert Event.normal("StableNameReleased", message) in d.events
+    # break before make: the stable pair is deleted in this step, never applied
+    assert set(STABLE_PAIR) <= set(names(d.delete))
+    assert not [m for m in d.apply if getattr(m, "kind", None) in ("Ingress", "DNSEndpoint")
+                and m.metadata.labels.get("tatara.pleme.io/routing-form") == "stable"]
+
+
+@pytest.mark.parametrize(
+    ("p", "claims"),
+    [
+        (holder("Attested", annotations=sig("SIGUSR1")), record("ns/me")),
+        (holder("Attested"), record("ns/me")),
+        (holder("Reaped", conditions=[RELEASED]), record("ns/other")),
+    ],
+    ids=[
+        "SIGUSR1 (Attested → Running) stays eligible: nothing released",
+        "an Attested holder's heartbeat keeps its claim",
+        "a Reaped Process already told, not named: nothing to do",
+    ],
+)
+def test_no_release_where_nothing_leaves(p: Process, claims: dict[str, ClaimRecord]) -> None:
+    d = decide(Observed(process=p, now=NOW, children=cached(routing_docs(p, HELD)), claims=claims), deps())
+    assert d.release_claims is None
+    assert not [e for e in d.events if e.reason == "StableNameReleased"]
+
+
+# ── make after break: a new holder's pair waits for the old one's (docs/behaviour.md#handing-a-stable-name-over)
+
+STABLE_FQDN = "api.pleme-dev.use1.quero.lol"
+
+
+@pytest.mark.parametrize(
+    ("spec", "hosts"),
+    [
+        ({"rules": [{"host": "a.example"}, {"host": "b.example"}]}, ["a.example", "b.example"]),
+        ({"endpoints": [{"dnsName": "a.example", "recordType": "CNAME"}]}, ["a.example"]),
+        ({"rules": [{"http": {}}], "endpoints": "x"}, []),
+        (None, []),
+    ],
+    ids=["an Ingress serves its rules' hosts", "a DNSEndpoint its endpoints' names",
+         "entries without a host serve none", "no spec serves none"],
+)
+def test_served_hosts(spec: Any, hosts: list[str]) -> None:
+    assert served_hosts(spec) == hosts
+
+
+@pytest.mark.parametrize(
+    ("routes", "now", "wait"),
+    [
+        ({}, STABLE_PAIR + INSTANCE_PAIR, []),
+        ({STABLE_FQDN: frozenset({UID})}, STABLE_PAIR + INSTANCE_PAIR, []),
+        ({STABLE_FQDN: frozenset({"u-old"})}, INSTANCE_PAIR, STABLE_PAIR),
+        ({STABLE_FQDN: frozenset({UID, "u-old"})}, INSTANCE_PAIR, STABLE_PAIR),
+        ({"x.pleme-dev.use1.quero.lol": frozenset({"u-old"})}, STABLE_PAIR + INSTANCE_PAIR, []),
+    ],
+    ids=[
+        "no stable child serves the host: everything now",
+        "only our own: now (a repair)",
+        "the old holder's pair still serves the host: the stable pair waits, the instance pair goes",
+        "ours and another's: still waits",
+        "another host taken changes nothing",
+    ],
+)
+def test_make_after_break(routes: dict[str, frozenset[str]], now: list[str], wait: list[str]) -> None:
+    docs = [m for m in rendered(process(), HELD) if m.kind in ("Ingress", "DNSEndpoint")]
+    going, waiting = make_after_break(docs, routes, UID)
+    assert sorted(m.metadata.name for m in going) == sorted(now)
+    assert sorted(m.metadata.name for m in waiting) == sorted(wait)
+
+
+def test_a_new_holder_waits_for_the_old_holders_pair_then_applies_its_own() -> None:
+    p = process("Attested")
+    children = cached(routing_docs(p))
+    taken = {STABLE_FQDN: frozenset({"u-old"})}
+    d = decide(Observed(process=p, now=NOW, children=children, claims=record("ns/me"), routes=taken), deps())
+    assert d.apply == ()
+    # the old pair gone (the routing watch wakes it): its own pair now
+    d = decide(Observed(process=p, now=NOW, children=children, claims=record("ns/me")), deps())
+    assert sorted(manifest_ref(m).name for m in d.apply) == STABLE_PAIR
+
+
+def test_execing_holds_a_stable_pair_back_while_another_serves_its_host() -> None:
+    p = process("Execing")
+    taken = {STABLE_FQDN: frozenset({"u-old"})}
+    d = decide(Observed(process=p, now=NOW, claims=record("ns/me"), routes=taken), deps())
+    applied = [manifest_ref(m).name for m in d.apply if m.kind in ("Ingress", "DNSEndpoint")]
+    assert applied == INSTANCE_PAIR

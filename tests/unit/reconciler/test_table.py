@@ -12,7 +12,15 @@ import pytest
 from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 
-from reconciler.table import TableKeeper, TableStatusWriter, claims_patch, is_ready, pid_sort_key, table_status
+from reconciler.table import (
+    TableKeeper,
+    TableStatusWriter,
+    claims_patch,
+    is_ready,
+    pid_sort_key,
+    table_existed,
+    table_status,
+)
 from shared.domain import finalizers
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
@@ -202,6 +210,46 @@ async def test_a_missing_table_is_recreated_past_every_listed_pid_with_our_final
     table = await keeper.read()
     assert table.spec.next_sequence == 10
     assert table.metadata.finalizers == [finalizers.TABLE]
+    assert keeper.recreated == 1
+
+
+def naming_parent(name: str, parent: str) -> dict[str, Any]:
+    """A child declared under ``parent`` that holds no PID yet (as examples/upstream/observability-stack.yaml)."""
+    doc = listed_doc(name, "")
+    doc["spec"]["identity"] = {"parent": parent}
+    del doc["status"]
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("listed", "seen", "existed"),
+    [
+        ([], False, False),
+        ([naming_parent("c", "seph.1")], False, False),
+        ([listed_doc("a", "seph.4")], False, True),
+        ([], True, True),
+    ],
+    ids=[
+        "an empty cluster never had a table",
+        "a child naming a parent PID nobody holds proves no table (a fresh install with the examples)",
+        "a PID held was handed out by a table",
+        "a table this keeper read before existed",
+    ],
+)
+def test_table_existed(listed: list[dict[str, Any]], seen: bool, existed: bool) -> None:
+    assert table_existed([convert(d, Process) for d in listed], seen=seen) is existed
+
+
+@pytest.mark.anyio
+async def test_a_fresh_install_creates_the_table_past_named_pids_without_calling_it_recreated() -> None:
+    fake = FakeTableClient(exists=False, listed=[naming_parent("c", "seph.3")])
+    keeper = TableKeeper(cast(KubeClient, fake))
+    table = await keeper.read()
+    assert table.spec.next_sequence == 4  # still past every number named, so none is handed out twice
+    assert keeper.recreated == 0
+    # deleted afterwards: this keeper saw it, so its next creation is a recreation
+    fake.table = None
+    await keeper.read()
     assert keeper.recreated == 1
 
 
