@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from reconciler.children import ChildRef
 from reconciler.conditions import conditions_for
 from reconciler.decision import Decision, Observed
-from reconciler.status import StatusPatch
+from reconciler.status_patch import StatusPatch
 from reconciler.transitions import observed_generation
 from shared.domain.api.process import ProcessCondition
 from shared.kube.errors import ApiError

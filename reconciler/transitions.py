@@ -22,7 +22,7 @@ from msgspec import UNSET, UnsetType
 
 from reconciler.conditions import conditions_for
 from reconciler.decision import Decision, Observed, SignalCount, Transition
-from reconciler.status import StatusPatch, merged
+from reconciler.status_patch import StatusPatch, merged
 from shared.domain.api.phase import TRANSITIONS, ProcessPhase
 from shared.domain.api.process import Process
 from shared.kube.events import Event
