@@ -28,6 +28,7 @@ from msgspec import UNSET
 from reconciler.children import ChildRef, ChildState, is_flux_resource
 from reconciler.claims import ELIGIBLE_PHASES, ClaimStanding, claims_after, holder_keys, process_ref, standing
 from reconciler.decision import Decision, Observed
+from reconciler.reasons import Reason
 from reconciler.render import IntentNotSupported, Manifest, RenderError, manifest_ref
 from reconciler.status_patch import StatusPatch, merged
 from shared.domain import labels
@@ -60,10 +61,10 @@ __all__ = [
 STABLE_NAME: Final = "StableName"
 """Condition type: True while the Process holds every stable name it bids for."""
 
-REASON_GRANTED: Final = "StableNameGranted"
-REASON_HELD: Final = "StableNameHeld"
+REASON_GRANTED: Final = Reason.STABLE_NAME_GRANTED
+REASON_HELD: Final = Reason.STABLE_NAME_HELD
 """Another Process holds a stable name this one bids for (the message names it ``<namespace>/<name>``)."""
-REASON_RELEASED: Final = "StableNameReleased"
+REASON_RELEASED: Final = Reason.STABLE_NAME_RELEASED
 
 INSTANCE: Final = "instance"
 STABLE: Final = "stable"
@@ -319,7 +320,7 @@ def with_routing(observed: Observed, decision: Decision, *, render: Callable[[Ob
     drifted = [why for m, why in extra
                if process.phase is _P.ATTESTED and not (granted and _is_stable(m))]
     if drifted:
-        events.append(Event.normal("RoutingDrift", f"routing drift corrected: {'; '.join(drifted)}"))
+        events.append(Event.normal(Reason.ROUTING_DRIFT, f"routing drift corrected: {'; '.join(drifted)}"))
     patch = decision.status
     if condition is not None:
         base = decision.status.conditions if decision.status is not None else UNSET

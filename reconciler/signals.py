@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.decision import Decision, Observed, SignalCount
+from reconciler.reasons import Reason, signal_reason
 from reconciler.status_patch import StatusPatch
 from reconciler.timing import TICK
 from reconciler.transitions import phase_write
@@ -153,7 +154,7 @@ def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) ->
         text = f"unknown signal {raw!r}; annotation removed without effect"
         return Decision(
             annotations=_STRIP,
-            events=(Event.warning("InvalidSignal", text),),
+            events=(Event.warning(Reason.INVALID_SIGNAL, text),),
             signal=SignalCount(raw, "invalid"),
             requeue_after=TICK,
         )
@@ -162,11 +163,11 @@ def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) ->
     if effect.kind is EffectKind.NOTHING:
         return Decision(
             annotations=_STRIP,
-            events=(Event.normal("SignalIgnored", f"{name} ignored: {effect.why}"),),
+            events=(Event.normal(Reason.SIGNAL_IGNORED, f"{name} ignored: {effect.why}"),),
             signal=SignalCount(name, "ignored"),
             requeue_after=TICK,
         )
-    received = Event.normal("SignalReceived", f"{name} received in {process.phase.value}")
+    received = Event.normal(Reason.SIGNAL_RECEIVED, f"{name} received in {process.phase.value}")
     applied = SignalCount(name, "applied")
     if effect.kind in (EffectKind.SUSPEND, EffectKind.RESUME):
         return Decision(annotations=_STRIP, suspended=effect.kind is EffectKind.SUSPEND, signal=applied,
@@ -177,7 +178,7 @@ def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) ->
         observed,
         effect.target,
         effect.message or f"{name} received",
-        reason=f"Signal{signal.short.title()}",
+        reason=signal_reason(signal),
         requeue_after=TICK,
         extra=extra,
         annotations=_STRIP,

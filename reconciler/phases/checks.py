@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from reconciler import cel
 from reconciler.decision import Decision, Observed
 from reconciler.phases.common import stall
+from reconciler.reasons import Reason
 from reconciler.status_patch import BoundaryPatch, StatusPatch, merged
 from shared.domain.api.boundary import ConditionKind
 from shared.domain.api.process import CheckedCondition
@@ -35,11 +36,11 @@ def cel_events(field: str, old: Sequence[CheckedCondition], new: Sequence[Checke
             continue
         if i < len(old) and old[i].kind is row.kind and old[i].message == row.message:
             continue
-        events.append(Event.warning("CelEvaluationFailed", f"spec.boundary.{field}[{i}]: {row.message}"))
+        events.append(Event.warning(Reason.CEL_EVALUATION_FAILED, f"spec.boundary.{field}[{i}]: {row.message}"))
     return tuple(events)
 
 
-CEL_TYPE_ERROR = "CelTypeError"
+CEL_TYPE_ERROR = Reason.CEL_TYPE_ERROR
 """The stall reason of a Cel condition whose expression gives a value that is not a bool and cannot
 become one (docs/behaviour.md#cel-conditions)."""
 

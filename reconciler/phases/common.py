@@ -11,6 +11,7 @@ from reconciler import boundary, exports, lifetime_clock
 from reconciler.claims import held_keys
 from reconciler.conditions import conditions_for
 from reconciler.decision import Decision, Observed
+from reconciler.reasons import Reason
 from reconciler.render import Manifest, RoutingConfig, render_children
 from reconciler.status_patch import BoundaryPatch, StatusPatch
 from reconciler.timing import TICK
@@ -149,7 +150,7 @@ def timed_out(observed: Observed) -> Decision | None:
     return fail(
         observed,
         f"boundary timeout {timeout} exceeded in {phase}",
-        reason="BoundaryTimeout",
+        reason=Reason.BOUNDARY_TIMEOUT,
         exit_code=EXIT_TIMEOUT,
     )
 
@@ -163,11 +164,11 @@ def clock_exit(observed: Observed, reason_text: str, gate: ProcessPhase, otherwi
             observed,
             _P.RELEASING,
             f"releasing exports — {reason_text}",
-            reason="LifetimeExpired",
+            reason=Reason.LIFETIME_EXPIRED,
             requeue_after=TICK,
             annotations={ann.RELEASED_FROM: gate.value},
         )
-    return phase_write(observed, otherwise, reason_text, reason="LifetimeExpired", requeue_after=TICK)
+    return phase_write(observed, otherwise, reason_text, reason=Reason.LIFETIME_EXPIRED, requeue_after=TICK)
 
 
 def stall(observed: Observed, message: str, *, reason: str, requeue_after: float | None = None) -> Decision:

@@ -12,6 +12,7 @@ from reconciler.phases.exiting import decide_exiting, decide_failed, decide_reap
 from reconciler.phases.pending import decide_forking, decide_pending
 from reconciler.phases.releasing import decide_reconverging, decide_releasing
 from reconciler.phases.running import decide_attested, decide_running
+from reconciler.reasons import Reason
 from reconciler.routing import with_routing
 from reconciler.signals import decide_signal, ingest
 from reconciler.status import with_fresh_status
@@ -76,7 +77,7 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     try:
         if deleting and phase.is_alive and phase is not _P.EXITING:
             return _leaves(observed, deps, phase_write(
-                observed, _P.EXITING, "deletion requested", reason="DeletionRequested", requeue_after=TICK
+                observed, _P.EXITING, "deletion requested", reason=Reason.DELETION_REQUESTED, requeue_after=TICK
             ))
         found = ingest(process.metadata.annotations)
         if found is not None:
@@ -86,6 +87,6 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
         return with_fresh_status(observed, _routed(observed, deps, HANDLERS[phase](observed, deps)))
     except IllegalTransition as err:
         return Decision(
-            events=(Event.warning("IllegalTransition", str(err)),),
+            events=(Event.warning(Reason.ILLEGAL_TRANSITION, str(err)),),
             requeue_after=observed.heartbeat_seconds,
         )

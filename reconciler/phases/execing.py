@@ -18,6 +18,7 @@ from reconciler.phases.common import (
     status_message,
     timed_out,
 )
+from reconciler.reasons import Reason
 from reconciler.render import IntentNotSupported, RenderError, flux_resource_refs
 from reconciler.status_patch import BoundaryPatch, StatusPatch, merged
 from reconciler.timing import SHORT
@@ -42,14 +43,14 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
         problems.append(f"spec.boundary.timeout: {err}")
     if problems:
         return fail(
-            observed, "invalid spec: " + "; ".join(problems), reason="InvalidSpec", exit_code=EXIT_INVALID_SPEC
+            observed, "invalid spec: " + "; ".join(problems), reason=Reason.INVALID_SPEC, exit_code=EXIT_INVALID_SPEC
         )
     late = timed_out(observed)
     if late is not None:
         return late
     cel_problems = boundary.cel_problems(process)
     if cel_problems:
-        return stall(observed, "; ".join(cel_problems), reason="InvalidCelExpression")
+        return stall(observed, "; ".join(cel_problems), reason=Reason.INVALID_CEL_EXPRESSION)
 
     rows = StatusPatch()
     pre = process.spec.boundary.preconditions
@@ -66,22 +67,22 @@ def decide_execing(observed: Observed, deps: Deps) -> Decision:
                 return typed
             if not changed and status_message(process) == "waiting on preconditions":
                 return Decision(requeue_after=wait)
-            status = message_write(observed, "waiting on preconditions", reason="PreconditionsUnmet")
+            status = message_write(observed, "waiting on preconditions", reason=Reason.PRECONDITIONS_UNMET)
             events = cel_events("preconditions", old, result.rows)
             return Decision(status=merged(status, rows), events=events, requeue_after=wait)
 
     try:
         docs = deps.render(observed)
     except IntentNotSupported as err:
-        return stall(observed, str(err), reason="IntentNotSupported")
+        return stall(observed, str(err), reason=Reason.INTENT_NOT_SUPPORTED)
     except (RenderError, VariantError) as err:
-        return fail(observed, f"invalid spec: {err}", reason="InvalidSpec", exit_code=EXIT_INVALID_SPEC)
+        return fail(observed, f"invalid spec: {err}", reason=Reason.INVALID_SPEC, exit_code=EXIT_INVALID_SPEC)
 
     decision = phase_write(
         observed,
         _P.RUNNING,
         f"rendered {len(docs)} resource(s); waiting for them to become Ready",
-        reason="Rendered",
+        reason=Reason.RENDERED,
         requeue_after=SHORT,
         extra=merged(rows, StatusPatch(flux_resources=flux_resource_refs(docs, observed.now))),
     )

@@ -8,6 +8,7 @@ from datetime import timedelta
 from reconciler import lifetime_clock
 from reconciler.decision import ChildSignal, Decision, Observed
 from reconciler.phases.common import Deps, clock_exit, heartbeat, message_write, namespace_of, status_message
+from reconciler.reasons import Reason
 from reconciler.signals import ingest
 from reconciler.timing import SHORT, TICK
 from reconciler.transitions import phase_write
@@ -33,7 +34,8 @@ def decide_exiting(observed: Observed, deps: Deps) -> Decision:
     has_pid = status is not None and status.pid is not None
     children = [c for c in observed.child_processes if c.phase is not _P.REAPED] if has_pid else []
     if not children:
-        return phase_write(observed, _P.ZOMBIE, "exited; no child Processes left", reason="Exited", requeue_after=TICK)
+        return phase_write(observed, _P.ZOMBIE, "exited; no child Processes left", reason=Reason.EXITED,
+                           requeue_after=TICK)
 
     policy = process.spec.signals
     since = status.phase_since if status is not None and status.phase_since is not None else observed.now
@@ -60,7 +62,7 @@ def decide_exiting(observed: Observed, deps: Deps) -> Decision:
             f"{len(children)} child Process(es) (sigkillForce is false)"
         )
         requeue = observed.heartbeat_seconds
-    patch = None if message == status_message(process) else message_write(observed, message, reason="Draining")
+    patch = None if message == status_message(process) else message_write(observed, message, reason=Reason.DRAINING)
     return Decision(status=patch, signal_children=tuple(sends), requeue_after=requeue)
 
 
@@ -69,7 +71,8 @@ def decide_failed(observed: Observed, deps: Deps) -> Decision:
     Failed for inspection (Stalled=True) until deleted or SIGKILLed."""
     process = observed.process
     if process.metadata.deletion_timestamp is not None:
-        return phase_write(observed, _P.ZOMBIE, "deletion requested", reason="DeletionRequested", requeue_after=TICK)
+        return phase_write(observed, _P.ZOMBIE, "deletion requested", reason=Reason.DELETION_REQUESTED,
+                           requeue_after=TICK)
     fired = lifetime_clock.evaluate(process, _P.FAILED, observed.now)
     if fired is not None:
         return clock_exit(observed, fired, _P.FAILED, _P.ZOMBIE)
@@ -80,7 +83,7 @@ def decide_failed(observed: Observed, deps: Deps) -> Decision:
 
 def decide_zombie(observed: Observed, deps: Deps) -> Decision:
     """→ Reaped."""
-    return phase_write(observed, _P.REAPED, "reaped", reason="Reaped", requeue_after=TICK)
+    return phase_write(observed, _P.REAPED, "reaped", reason=Reason.REAPED, requeue_after=TICK)
 
 
 def decide_reaped(observed: Observed, deps: Deps) -> Decision:

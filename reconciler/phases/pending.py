@@ -11,6 +11,7 @@ from reconciler.decision import Decision, Observed
 from reconciler.dependencies import dependency_problem, parent_problem
 from reconciler.phases.common import Deps, deadline_patch, message_write, namespace_of, stall, status_message
 from reconciler.pid import PidRefused
+from reconciler.reasons import Reason
 from reconciler.status_patch import StatusPatch, merged
 from reconciler.timing import TICK
 from reconciler.transitions import phase_write
@@ -46,10 +47,10 @@ def decide_pending(observed: Observed, deps: Deps) -> Decision:
     if not gate.admitted:
         if status_message(process) == gate.message:
             return Decision()
-        status = message_write(observed, gate.message, reason="MaxConcurrent")
+        status = message_write(observed, gate.message, reason=Reason.MAX_CONCURRENT)
         if process.status is None:  # a new Process: say its phase too, so `kubectl get` shows Pending
             status = merged(status, StatusPatch(phase=_P.PENDING, phase_since=observed.now))
-        return Decision(status=status, events=(Event.normal("MaxConcurrent", gate.message),))
+        return Decision(status=status, events=(Event.normal(Reason.MAX_CONCURRENT, gate.message),))
     identity = derive_identity(process.spec)
     start_suspended = process.spec.signals.start_suspended
     message = f"declared {identity.name}"
@@ -59,7 +60,7 @@ def decide_pending(observed: Observed, deps: Deps) -> Decision:
         observed,
         _P.FORKING,
         message,
-        reason="Declared",
+        reason=Reason.DECLARED,
         requeue_after=TICK,
         extra=StatusPatch(identity=identity),
     )
@@ -94,7 +95,7 @@ def decide_forking(observed: Observed, deps: Deps) -> Decision:
         if message == status_message(observed.process):
             return Decision(requeue_after=observed.heartbeat_seconds)
         return Decision(
-            status=message_write(observed, message, reason="DependenciesUnmet"),
+            status=message_write(observed, message, reason=Reason.DEPENDENCIES_UNMET),
             requeue_after=observed.heartbeat_seconds,
         )
     status = observed.process.status
@@ -107,7 +108,7 @@ def decide_forking(observed: Observed, deps: Deps) -> Decision:
         observed,
         _P.EXECING,
         "dependencies satisfied",
-        reason="DependenciesSatisfied",
+        reason=Reason.DEPENDENCIES_SATISFIED,
         requeue_after=TICK,
         extra=deadline_patch(observed),
     )
@@ -125,5 +126,5 @@ def pid_refused(observed: Observed, decision: Decision, refused: PidRefused) -> 
     ``PidRefused`` (the conditions say so too, so a stall the Process just left is not kept), and try
     again when ``decision`` would have come back (docs/behaviour.md#forking)."""
     requeue = decision.requeue_after if decision.requeue_after is not None else observed.heartbeat_seconds
-    return Decision(status=message_write(observed, refused.reason, reason="PidRefused"),
-                    events=(Event.warning("PidRefused", refused.reason),), requeue_after=requeue)
+    return Decision(status=message_write(observed, refused.reason, reason=Reason.PID_REFUSED),
+                    events=(Event.warning(Reason.PID_REFUSED, refused.reason),), requeue_after=requeue)

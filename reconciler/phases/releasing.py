@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from reconciler import exports
 from reconciler.decision import Decision, Observed
 from reconciler.phases.common import Deps, deadline_patch, message_write, stall, status_message
+from reconciler.reasons import Reason
 from reconciler.render import RenderError
 from reconciler.timing import TICK
 from reconciler.transitions import phase_write
@@ -26,20 +27,20 @@ def decide_reconverging(observed: Observed, deps: Deps) -> Decision:
         observed,
         _P.EXECING,
         "reconverging: rendering again",
-        reason="Reconverging",
+        reason=Reason.RECONVERGING,
         requeue_after=TICK,
         extra=deadline_patch(observed),
     )
 
 
-EXPORT_JOB_WAITING = "ExportJobWaiting"
+EXPORT_JOB_WAITING = Reason.EXPORT_JOB_WAITING
 """The Releasing reason while an export Job has no pod and its Job controller says why."""
 
 WAITING_JOB_POLL = 10.0
 """Seconds between looks at an export Job the Job controller handled but that has no pod: the Warning
 Event saying why (``FailedCreate``), and its retries, change nothing on the Job that would wake us."""
 
-_EXPORTS_STARTED = frozenset({"ExportsRunning", "ExportJobLost", EXPORT_JOB_WAITING})
+_EXPORTS_STARTED = frozenset({Reason.EXPORTS_RUNNING, Reason.EXPORT_JOB_LOST, Reason.EXPORT_JOB_WAITING})
 """Condition reasons a Releasing pass that applied export Jobs writes."""
 
 
@@ -55,10 +56,10 @@ def _export_warnings(process: Process, runs: Sequence[exports.ExportRun], *, inv
     events = []
     for run in runs:
         if invalid and run.state is exports.ExportState.INVALID:
-            events.append(Event.warning("InvalidExport", f"export {run.index} not run: {run.detail}"))
+            events.append(Event.warning(Reason.INVALID_EXPORT, f"export {run.index} not run: {run.detail}"))
         elif failed and run.state is exports.ExportState.FAILED:
             text = f"export {run.index} (Job {exports.export_job_name(process, run.index)}) failed"
-            events.append(Event.warning("ExportFailed", f"{text}: {run.detail}" if run.detail else text))
+            events.append(Event.warning(Reason.EXPORT_FAILED, f"{text}: {run.detail}" if run.detail else text))
     return tuple(events)
 
 
@@ -79,7 +80,7 @@ def decide_releasing(observed: Observed, deps: Deps) -> Decision:
     runs = exports.export_runs(process, gate, observed.export_jobs, observed.children, started=started,
                                warnings=observed.export_job_warnings)
     if not runs:
-        return phase_write(observed, nxt, f"releasing → {nxt.value} — no applicable exports", reason="Released",
+        return phase_write(observed, nxt, f"releasing → {nxt.value} — no applicable exports", reason=Reason.RELEASED,
                            requeue_after=TICK)
     state = exports.ExportState
     succeeded = exports.count(runs, state.SUCCEEDED)
@@ -88,23 +89,23 @@ def decide_releasing(observed: Observed, deps: Deps) -> Decision:
     if not in_flight:
         return phase_write(
             observed, nxt, f"releasing → {nxt.value} — exports complete (succeeded={succeeded}, failed={failed})",
-            reason="ExportsFailed" if failed else "ExportsComplete", requeue_after=TICK,
+            reason=Reason.EXPORTS_FAILED if failed else Reason.EXPORTS_COMPLETE, requeue_after=TICK,
             events=_export_warnings(process, runs, invalid=not started, failed=True))
 
     starting = [r for r in runs if r.state is state.START]
     try:
         jobs = tuple(deps.export_job(observed, r.index, r.export) for r in starting)
     except RenderError as err:
-        return stall(observed, f"cannot render export Jobs: {err}", reason="InvalidSpec")
+        return stall(observed, f"cannot render export Jobs: {err}", reason=Reason.INVALID_SPEC)
     lost = [r for r in starting if r.lost]
     held = [(r, f"export {r.index} (Job {exports.export_job_name(process, r.index)}): {r.detail}")
             for r in runs if r.state is state.RUNNING and r.detail]
     message = "; ".join([f"releasing — waiting for {in_flight} export Job(s) (succeeded={succeeded}, failed={failed})",
                          *(why for _, why in held)])
-    reason = "ExportJobLost" if lost else EXPORT_JOB_WAITING if held else "ExportsRunning"
+    reason = Reason.EXPORT_JOB_LOST if lost else Reason.EXPORT_JOB_WAITING if held else Reason.EXPORTS_RUNNING
     previous = status_message(process) or ""
     events = _export_warnings(process, runs, invalid=not started, failed=False) + tuple(
-        Event.warning("ExportJobLost", f"export {r.index}: Job {exports.export_job_name(process, r.index)} was "
+        Event.warning(Reason.EXPORT_JOB_LOST, f"export {r.index}: Job {exports.export_job_name(process, r.index)} was "
                                        "deleted before it finished; starting it again")
         for r in lost) + tuple(Event.warning(EXPORT_JOB_WAITING, why) for _, why in held if why not in previous)
     conds = process.status.conditions if process.status is not None else []

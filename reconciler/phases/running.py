@@ -24,6 +24,7 @@ from reconciler.phases.common import (
     status_message,
     timed_out,
 )
+from reconciler.reasons import Reason
 from reconciler.status_patch import BoundaryPatch, StatusPatch, merged
 from reconciler.timing import SHORT, TICK
 from reconciler.transitions import phase_write
@@ -55,7 +56,7 @@ def spec_changed(observed: Observed) -> Decision | None:
             and status.attestation.intent_hash == intent_hash(process.spec.intent)):
         return None
     return phase_write(observed, _P.RECONVERGING, f"spec changed: generation {seen} → {generation}",
-                       reason="SpecChanged", requeue_after=TICK)
+                       reason=Reason.SPEC_CHANGED, requeue_after=TICK)
 
 
 def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, ChildRef | None]:
@@ -94,7 +95,7 @@ def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, Chil
     return out, changed, stalled
 
 
-CHILD_NOT_READY = "ChildNotReady"
+CHILD_NOT_READY = Reason.CHILD_NOT_READY
 """Reason of a Running Process whose child Flux reports ``Ready=False`` (still retried, not stalled)."""
 
 
@@ -116,7 +117,7 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
     process = observed.process
     fired = lifetime_clock.evaluate(process, _P.RUNNING, observed.now)
     if fired is not None:
-        return phase_write(observed, _P.EXITING, fired, reason="LifetimeExpired", requeue_after=TICK)
+        return phase_write(observed, _P.EXITING, fired, reason=Reason.LIFETIME_EXPIRED, requeue_after=TICK)
     changed_spec = spec_changed(observed)
     if changed_spec is not None:
         return changed_spec
@@ -128,7 +129,7 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
         return fail(
             observed,
             f"{stalled.kind} {stalled.namespace}/{stalled.name} failed: {detail}",
-            reason="ChildStalled",
+            reason=Reason.CHILD_STALLED,
             exit_code=EXIT_CHILD_STALLED,
         )
     late = timed_out(observed)
@@ -155,8 +156,8 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
             if typed is not None:
                 return typed
             if rows_differ(old, rows) or status_message(process) != "waiting on postconditions":
-                status = merged(message_write(observed, "waiting on postconditions", reason="PostconditionsUnmet"),
-                                StatusPatch(boundary=BoundaryPatch(postconditions=list(rows))))
+                waiting = message_write(observed, "waiting on postconditions", reason=Reason.POSTCONDITIONS_UNMET)
+                status = merged(waiting, StatusPatch(boundary=BoundaryPatch(postconditions=list(rows))))
                 events = cel_events("postconditions", old, rows)
                 return Decision(status=merged(status, fresh), events=events, requeue_after=wait)
             return Decision(status=fresh, requeue_after=wait)
@@ -173,7 +174,7 @@ def decide_running(observed: Observed, deps: Deps) -> Decision:
         observed,
         _P.ATTESTED,
         f"attested generation {attestation.generation}",
-        reason="Attested",
+        reason=Reason.ATTESTED,
         requeue_after=TICK if tears_down else heartbeat(observed),
         extra=merged(fresh or StatusPatch(), attested),
     )
@@ -196,7 +197,7 @@ def decide_attested(observed: Observed, deps: Deps) -> Decision:
             observed,
             _P.RECONVERGING,
             "flux resource drift detected",
-            reason="Drift",
+            reason=Reason.DRIFT,
             requeue_after=SHORT,
             extra=StatusPatch(flux_resources=refs),
         )
@@ -209,7 +210,7 @@ def decide_attested(observed: Observed, deps: Deps) -> Decision:
                 observed,
                 _P.RECONVERGING,
                 f"postcondition drift detected: {failing}",
-                reason="Drift",
+                reason=Reason.DRIFT,
                 requeue_after=SHORT,
                 extra=StatusPatch(boundary=BoundaryPatch(postconditions=list(result.rows))),
             )
