@@ -35,6 +35,7 @@ from pool_reconciler.patches import (
     SpecPatch,
     annotate,
 )
+from pool_reconciler.reasons import PoolReason
 from pool_reconciler.routing import claimed_by_others, free_members, queue_position, route
 from shared.domain import annotations as ann
 from shared.domain.api.allocation import AllocationCondition, AllocationPhase, AllocationRef, EphemeralAllocation
@@ -349,10 +350,10 @@ def bind(obs: AllocationObserved, pool: EphemeralPool, member: Process) -> Alloc
         allocated_at=now,
         expires_at=expires,
     )
-    status = with_conditions(alloc, status, "Bound", now)
-    events = [Event.normal("Bound", message)]
+    status = with_conditions(alloc, status, PoolReason.BOUND, now)
+    events = [Event.normal(PoolReason.BOUND, message)]
     if ttl_warning and claim is not None:
-        events.append(Event.warning("InvalidTtl", ttl_warning))
+        events.append(Event.warning(PoolReason.INVALID_TTL, ttl_warning))
     left = (expires - now).total_seconds()
     return AllocationDecision("Bind", claim=claim, status=status, events=tuple(events),
                               requeue_after=max(min(obs.heartbeat_seconds, left), 1.0))
@@ -384,7 +385,7 @@ def member_lost(obs: AllocationObserved, ctx: AllocationContext) -> AllocationDe
         return None
     pool = ctx.bound_pool.name if ctx.bound_pool is not None else "?"
     message = f"member {name} of pool {pool} is gone; this allocation holds nothing"
-    return phase_change(obs, AllocationPhase.FAILED, message, warning=True, reason="MemberLost", requeue=None)
+    return phase_change(obs, AllocationPhase.FAILED, message, warning=True, reason=PoolReason.MEMBER_LOST, requeue=None)
 
 
 def release(obs: AllocationObserved, action: AllocationAction) -> AllocationDecision:
@@ -425,7 +426,8 @@ def wait(obs: AllocationObserved, pool: EphemeralPool) -> AllocationDecision:
     if created is not None and obs.now - created >= limit:
         seconds = int(limit.total_seconds())
         message = f"no free member in pool {pool.metadata.name} within the spawn timeout ({seconds}s)"
-        return phase_change(obs, AllocationPhase.FAILED, message, warning=True, reason="SpawnTimeout", requeue=None)
+        return phase_change(obs, AllocationPhase.FAILED, message, warning=True, reason=PoolReason.SPAWN_TIMEOUT,
+                            requeue=None)
     requeue = beat
     if created is not None:
         requeue = max(min(beat, (created + limit - obs.now).total_seconds()), 0.1)

@@ -22,6 +22,7 @@ from pool_reconciler.decision import DeleteReason, MemberCreate, MemberDelete, P
 from pool_reconciler.members import entered_state_at, free_slots, member_process, member_state, pool_members
 from pool_reconciler.patches import PoolStatusPatch
 from pool_reconciler.pool_status import MAX_SIZE_REACHED, pool_status_patch
+from pool_reconciler.reasons import PoolReason
 from pool_reconciler.returns import ReturnWrites, return_member
 from pool_reconciler.sizing import LedgerEntry, MemberSnapshot, desired_count_sizing, legacy_sizing
 from shared.domain import annotations as ann
@@ -94,7 +95,7 @@ def drain(obs: PoolObserved, members: Sequence[Process], states: Sequence[Member
     return PoolDecision(
         delete=delete,
         status=pool_status_patch(obs, members, states, None),
-        events=(Event.normal("Draining", f"deleting {len(delete)} member(s)"),) if delete else (),
+        events=(Event.normal(PoolReason.DRAINING, f"deleting {len(delete)} member(s)"),) if delete else (),
         requeue_after=obs.heartbeat_seconds,
     )
 
@@ -207,9 +208,9 @@ def sizing_events(sizing: Sizing) -> tuple[Event, ...]:
     """``Paused`` (Warning) when sizing paused the pool; ``MembersDeleted`` naming what sizing deletes."""
     events = []
     if sizing.pause:
-        events.append(Event.warning("Paused", sizing.pause))
+        events.append(Event.warning(PoolReason.PAUSED, sizing.pause))
     if sizing.delete:
-        events.append(Event.normal("MembersDeleted", "deleting " + ", ".join(d.name for d in sizing.delete)))
+        events.append(Event.normal(PoolReason.MEMBERS_DELETED, "deleting " + ", ".join(d.name for d in sizing.delete)))
     return tuple(events)
 
 
@@ -246,7 +247,7 @@ def spawn_members(pool: EphemeralPool, members: Sequence[Process], count: int) -
     problems = pool.spec.template.to_process_spec().problems()
     if problems:
         message = "invalid template: " + "; ".join(problems)
-        return Spawn(events=(Event.warning("InvalidTemplate", message),), message=message)
+        return Spawn(events=(Event.warning(PoolReason.INVALID_TEMPLATE, message),), message=message)
     taken = {m.metadata.name or "" for m in members}
     create = tuple(MemberCreate(slot, member_process(pool, slot)) for slot, _ in free_slots(pool, taken, count))
-    return Spawn(create=create, events=(Event.normal("MembersCreated", f"creating {count} member(s)"),))
+    return Spawn(create=create, events=(Event.normal(PoolReason.MEMBERS_CREATED, f"creating {count} member(s)"),))

@@ -18,6 +18,7 @@ from msgspec import UNSET
 from pool_reconciler.decision import PoolObserved
 from pool_reconciler.members import entered_state_at
 from pool_reconciler.patches import PoolStatusPatch
+from pool_reconciler.reasons import PoolReason
 from shared.domain import annotations as ann
 from shared.domain.api.allocation import AllocationRef
 from shared.domain.api.codec import to_wire
@@ -27,7 +28,7 @@ from shared.domain.kstatus import Truth, kstatus_conditions
 
 __all__ = ["MAX_SIZE_REACHED", "ledger", "max_size_stall", "pool_conditions", "pool_phase", "pool_status_patch"]
 
-MAX_SIZE_REACHED: Final = "MaxSizeReached"
+MAX_SIZE_REACHED: Final = PoolReason.MAX_SIZE_REACHED
 """The condition reason (and Warning Event) of a pool whose target ``maxSize`` makes unreachable."""
 
 

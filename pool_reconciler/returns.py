@@ -21,6 +21,7 @@ from msgspec import UNSET
 
 from pool_reconciler.decision import MemberDelete, MemberPatch, MemberWrite, PoolObserved
 from pool_reconciler.patches import LifetimePatch, MetadataPatch, ProcessPatch, SpecPatch, annotate
+from pool_reconciler.reasons import PoolReason
 from shared.domain import annotations as ann
 from shared.domain.api.lifetime import PermanentLifetime
 from shared.domain.api.phase import ProcessPhase
@@ -138,7 +139,7 @@ def reset_job(pool: EphemeralPool, member: Process, image: str) -> Job:
 def _keep(member: Process) -> ReturnWrites:
     name = member.metadata.name or ""
     return ReturnWrites(patch=(keep_patch(member, MemberWrite.RETURN_KEEP),),
-                        events=(Event.normal("MemberReturned", f"member {name} free again (Keep)"),))
+                        events=(Event.normal(PoolReason.MEMBER_RETURNED, f"member {name} free again (Keep)"),))
 
 
 def _reset(obs: PoolObserved, member: Process, image: str) -> ReturnWrites | None:
@@ -147,13 +148,14 @@ def _reset(obs: PoolObserved, member: Process, image: str) -> ReturnWrites | Non
     job = reset_job_name(name, member.metadata.annotations.get(ann.ALLOCATION, ""))
     if job not in obs.reset_jobs:
         return ReturnWrites(apply=(reset_job(obs.pool, member, image),),
-                            events=(Event.normal("ResetStarted", f"reset Job {job} started for member {name}"),))
+                            events=(Event.normal(PoolReason.RESET_STARTED,
+                                                 f"reset Job {job} started for member {name}"),))
     outcome = obs.reset_jobs[job]
     if outcome is None:
         return ReturnWrites()
     if outcome:
         return ReturnWrites(patch=(keep_patch(member, MemberWrite.RETURN_RESET),),
-                            events=(Event.normal("MemberReturned", f"member {name} reset and free again"),))
+                            events=(Event.normal(PoolReason.MEMBER_RETURNED, f"member {name} reset and free again"),))
     return None
 
 
@@ -166,7 +168,8 @@ def _replace(member: Process) -> ReturnWrites:
         return ReturnWrites()
     sigterm = MemberPatch(name, annotate({ann.SIGNAL: ProcessSignal.SIGTERM.value}), MemberWrite.RETURN_REPLACE)
     return ReturnWrites(patch=(sigterm,),
-                        events=(Event.normal("MemberReplacing", f"member {name} returned; SIGTERM sent (Replace)"),))
+                        events=(Event.normal(PoolReason.MEMBER_REPLACING,
+                                             f"member {name} returned; SIGTERM sent (Replace)"),))
 
 
 def return_member(obs: PoolObserved, member: Process) -> ReturnWrites:
@@ -179,7 +182,8 @@ def return_member(obs: PoolObserved, member: Process) -> ReturnWrites:
         if reset is not None:
             return reset
         job = reset_job_name(member.metadata.name or "", member.metadata.annotations.get(ann.ALLOCATION, ""))
-        failed = Event.warning("ResetFailed", f"reset Job {job} failed; replacing member {member.metadata.name}")
+        failed = Event.warning(PoolReason.RESET_FAILED,
+                               f"reset Job {job} failed; replacing member {member.metadata.name}")
         return ReturnWrites(events=(failed,)) + _replace(member)
     return _replace(member)
 

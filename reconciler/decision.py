@@ -2,7 +2,7 @@
 
 Every phase handler is a pure function ``(Observed) -> Decision``: it reads only the snapshot it is
 given — the Process, its children and related Processes from the informer caches, ``now`` — and
-returns what to write, as typed values: a :class:`~reconciler.status.StatusPatch`, rendered
+returns what to write, as typed values: a :class:`~reconciler.status_patch.StatusPatch`, rendered
 manifests, :class:`~shared.kube.events.Event` values. :mod:`reconciler.controller` gathers the
 snapshot and :mod:`reconciler.executor` performs the decision (docs/architecture.md#one-reconcile).
 """
@@ -18,7 +18,7 @@ from reconciler.cel import CelResult
 from reconciler.children import ChildRef, ChildState
 from reconciler.concurrency import Sibling
 from reconciler.render import Manifest
-from reconciler.status import StatusPatch
+from reconciler.status_patch import StatusPatch
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.api.signal import ProcessSignal

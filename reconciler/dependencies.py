@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from reconciler.reasons import Reason
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 
@@ -38,7 +39,7 @@ _GATED: Final = frozenset({ProcessPhase.PENDING, ProcessPhase.FORKING})
 """Phases whose Process still waits on its ``dependsOn`` (checked in Forking only): a cycle is a
 deadlock only while every other member is in one of them."""
 
-Reason = Literal["SelfDependency", "DependencyCycle", "ParentNotFound"]
+Problem = Literal[Reason.SELF_DEPENDENCY, Reason.DEPENDENCY_CYCLE, Reason.PARENT_NOT_FOUND]
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class DependencyProblem:
     Warning Event's), ``message`` (a sentence naming the path), ``path`` (the ``<ns>/<name>`` steps,
     first and last the Process itself for a cycle; the Process alone for a missing parent)."""
 
-    reason: Reason
+    reason: Problem
     message: str
     path: tuple[str, ...]
 
@@ -82,7 +83,7 @@ def dependency_problem(process: Process, dependencies: Mapping[str, Process | No
     for i, ref in enumerate(refs):
         if ref == me:
             message = f"spec.dependsOn[{i}] names the Process itself: {me}{ARROW}{me}"
-            return DependencyProblem("SelfDependency", message, (me, me))
+            return DependencyProblem(Reason.SELF_DEPENDENCY, message, (me, me))
     came_from: dict[str, str] = {}
     queue: deque[str] = deque()
     for ref in refs:
@@ -97,7 +98,7 @@ def dependency_problem(process: Process, dependencies: Mapping[str, Process | No
         for nxt in depends_on_refs(target):
             if nxt == me:
                 path = _path(came_from, ref, me)
-                return DependencyProblem("DependencyCycle", f"dependency cycle: {ARROW.join(path)}", path)
+                return DependencyProblem(Reason.DEPENDENCY_CYCLE, f"dependency cycle: {ARROW.join(path)}", path)
             if nxt not in came_from:
                 came_from[nxt] = ref
                 queue.append(nxt)
@@ -118,5 +119,5 @@ def parent_problem(process: Process, holders: Mapping[str, Process]) -> Dependen
     parent = process.spec.identity.parent
     if not parent or parent in holders:
         return None
-    return DependencyProblem("ParentNotFound", f"spec.identity.parent {parent}: no Process holds this PID",
+    return DependencyProblem(Reason.PARENT_NOT_FOUND, f"spec.identity.parent {parent}: no Process holds this PID",
                              (process_ref(process),))

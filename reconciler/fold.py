@@ -21,7 +21,7 @@ from typing import Final
 from msgspec import UNSET
 
 from reconciler.decision import Decision
-from reconciler.status import StatusPatch, merged
+from reconciler.status_patch import StatusPatch, merged
 from shared.domain.api.codec import convert, to_wire
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process

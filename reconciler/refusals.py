@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from reconciler.children import ChildRef
 from reconciler.conditions import conditions_for
 from reconciler.decision import Decision, Observed
-from reconciler.status import StatusPatch
+from reconciler.reasons import REFUSAL_REASONS, Reason
+from reconciler.status_patch import StatusPatch
 from reconciler.transitions import observed_generation
 from shared.domain.api.process import ProcessCondition
 from shared.kube.errors import ApiError
@@ -24,13 +25,12 @@ from shared.kube.events import Event
 
 __all__ = ["KIND_NOT_SERVED", "REFUSAL_REASONS", "WRITE_REFUSED", "WriteRefused", "is_refusal", "refusal_decision"]
 
-WRITE_REFUSED = "WriteRefused"
+WRITE_REFUSED = Reason.WRITE_REFUSED
 """Condition / Event reason: the API server answered 400, 403, 404 or 422 to a child write."""
 
-KIND_NOT_SERVED = "KindNotServed"
+KIND_NOT_SERVED = Reason.KIND_NOT_SERVED
 """Condition / Event reason: discovery lists no such kind (its CRD is not installed)."""
 
-REFUSAL_REASONS = frozenset({WRITE_REFUSED, KIND_NOT_SERVED})
 
 
 class WriteRefused(ApiError):

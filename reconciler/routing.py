@@ -11,22 +11,33 @@ docs/behaviour.md#stable-name-claims).
   the stamps ``generation`` / ``attestation-root`` move with every attestation.
 - :func:`stable_name_condition`: the ``StableName`` condition of a bidder, written only when its
   status, reason or message changes (so its Event is recorded once per change).
+- :func:`with_routing`: a phase decision completed with the routing upkeep of its Process (the two above,
+  make after break, the claims given up on leaving Running or Attested).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from msgspec import UNSET
+
 from reconciler.children import ChildRef, ChildState, is_flux_resource
-from reconciler.claims import ELIGIBLE_PHASES, ClaimStanding
-from reconciler.render import Manifest, manifest_ref
+from reconciler.claims import ELIGIBLE_PHASES, ClaimStanding, claims_after, holder_keys, process_ref, standing
+from reconciler.decision import Decision, Observed
+from reconciler.reasons import Reason
+from reconciler.render import IntentNotSupported, Manifest, RenderError, manifest_ref
+from reconciler.status_patch import StatusPatch, merged
 from shared.domain import labels
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import ProcessCondition
+from shared.domain.api.tagged_union import VariantError
+from shared.domain.manifests.batch import Job
 from shared.domain.resources import DNS_ENDPOINTS, INGRESSES
+from shared.kube.events import Event
 from shared.kube.meta import as_json
 
 __all__ = [
@@ -44,15 +55,16 @@ __all__ = [
     "plan_routing",
     "served_hosts",
     "stable_name_condition",
+    "with_routing",
 ]
 
 STABLE_NAME: Final = "StableName"
 """Condition type: True while the Process holds every stable name it bids for."""
 
-REASON_GRANTED: Final = "StableNameGranted"
-REASON_HELD: Final = "StableNameHeld"
+REASON_GRANTED: Final = Reason.STABLE_NAME_GRANTED
+REASON_HELD: Final = Reason.STABLE_NAME_HELD
 """Another Process holds a stable name this one bids for (the message names it ``<namespace>/<name>``)."""
-REASON_RELEASED: Final = "StableNameReleased"
+REASON_RELEASED: Final = Reason.STABLE_NAME_RELEASED
 
 INSTANCE: Final = "instance"
 STABLE: Final = "stable"
@@ -216,3 +228,108 @@ def stable_name_condition(standing: ClaimStanding, phase: ProcessPhase, previous
     since = previous.last_transition_time if previous is not None and previous.status == status else now
     return ProcessCondition(type_=STABLE_NAME, status=status, last_transition_time=since, reason=reason,
                             message=message, observed_generation=generation)
+
+
+# ── the upkeep of one decision ─────────────────────────────────────────────
+
+_P = ProcessPhase
+
+_ROUTED = frozenset(ProcessPhase) - {_P.PENDING, _P.FORKING}
+"""Phases in which a Process may have routing children (Reaped deletes every child itself; its claims
+and condition are still settled here)."""
+
+_REPAIR: dict[ProcessPhase, frozenset[str]] = {_P.ATTESTED: frozenset({INSTANCE, STABLE}),
+                                               _P.RUNNING: frozenset({STABLE})}
+"""The routing forms applied again in place when missing or changed (Running: only the stable pair,
+whose claim can be granted there; its instance pair was applied by Execing a moment ago)."""
+
+
+def _claim_events(condition: ProcessCondition) -> Event:
+    message = condition.message or ""
+    if condition.reason == REASON_HELD:
+        return Event.warning(REASON_HELD, message)
+    return Event.normal(condition.reason or STABLE_NAME, message)
+
+
+def _is_stable(manifest: Manifest | Job) -> bool:
+    return isinstance(manifest, Manifest) and manifest.metadata.labels.get(labels.ROUTING_FORM) == STABLE
+
+
+def with_routing(observed: Observed, decision: Decision, *, render: Callable[[Observed], list[Manifest]],
+                 fleet_cluster: str) -> Decision:
+    """``decision`` plus the routing upkeep of a Process with ``spec.routing`` or named by a claim
+    (docs/behaviour.md#ingress-and-dnsendpoint, docs/behaviour.md#stable-name-claims), for the phase the
+    decision leaves it in (its transition's target, else its phase):
+
+    - out of Running and Attested, the claims naming it are given up in this very step
+      (``release_claims``, performed before the status write) and its stable pair is neither applied
+      nor kept: the stable children are deleted first (break before make,
+      docs/behaviour.md#handing-a-stable-name-over);
+    - owned routing children the current render does not produce are deleted (a stable name lost);
+    - a stable pair (in the decision's applies or the repair) waits while another Process's stable
+      Ingress or DNSEndpoint still serves its host (:func:`reconciler.routing.make_after_break`);
+    - in Attested every rendered routing child, in Running the stable ones, is applied again when
+      missing from the cache or changed (Attested records a Normal Event ``RoutingDrift`` naming them,
+      except for a stable pair whose name is granted in this very pass); not when the decision
+      changes the phase;
+    - the ``StableName`` condition follows the claims as they stand after the step
+      (:func:`reconciler.routing.stable_name_condition`), with an Event once per change.
+
+    ``render`` is the phase machine's (:class:`reconciler.phases.Deps`); ``fleet_cluster`` completes a
+    claims key whose hostname names no cluster. A render that fails is left to Execing to report: no
+    routing child is applied or deleted then.
+    """
+    process = observed.process
+    uid = process.metadata.uid
+    after = decision.transition.target if decision.transition is not None else process.phase
+    ref = process_ref(process)
+    mine = holder_keys(observed.claims, ref)
+    if (process.spec.routing is None and not mine) or process.phase not in _ROUTED or not uid:
+        return decision
+    claims = claims_after(observed.claims, ref, after)
+    leaving = len(claims) != len(observed.claims)
+    view = dataclasses.replace(observed, claims=claims) if leaving else observed
+    applies = decision.apply if after in ELIGIBLE_PHASES else tuple(m for m in decision.apply if not _is_stable(m))
+    try:
+        docs = render(view) if process.spec.routing is not None else []
+    except (IntentNotSupported, RenderError, VariantError):
+        docs = None
+    # make after break: a stable pair waits while another Process's still serves its host
+    ours = tuple(m for m in applies if isinstance(m, Manifest))
+    _, waiting = make_after_break(ours, observed.routes, uid)
+    applies = tuple(m for m in applies if not any(m is w for w in waiting))
+    extra: list[tuple[Manifest, str]] = []
+    deletes: tuple[ChildRef, ...] = ()
+    if docs is not None:
+        repair = _REPAIR.get(process.phase, frozenset()) if decision.transition is None else frozenset()
+        plan = plan_routing(docs, observed.children, uid, repair=repair)
+        applied = {manifest_ref(m) for m in applies}
+        now, _ = make_after_break(plan.apply, observed.routes, uid)
+        extra = [(m, why) for m, why in zip(plan.apply, plan.drift, strict=True)
+                 if manifest_ref(m) not in applied and any(m is n for n in now)]
+        deletes = tuple(ref for ref in plan.delete if ref not in decision.delete)
+
+    status = process.status
+    conditions = list(status.conditions) if status is not None else []
+    previous = next((c for c in conditions if c.type_ == STABLE_NAME), None)
+    condition = (stable_name_condition(standing(claims, process, fleet_cluster), after, previous,
+                                       process.metadata.generation, observed.now)
+                 if process.spec.routing is not None or previous is not None else None)
+    granted = condition is not None and condition.status == "True"
+    events = list(decision.events)
+    drifted = [why for m, why in extra
+               if process.phase is _P.ATTESTED and not (granted and _is_stable(m))]
+    if drifted:
+        events.append(Event.normal(Reason.ROUTING_DRIFT, f"routing drift corrected: {'; '.join(drifted)}"))
+    patch = decision.status
+    if condition is not None:
+        base = decision.status.conditions if decision.status is not None else UNSET
+        current = base if isinstance(base, list) else conditions
+        wanted = [c for c in current if c.type_ != STABLE_NAME] + [condition]
+        patch = merged(decision.status or StatusPatch(), StatusPatch(conditions=wanted))
+        events.append(_claim_events(condition))
+    if not extra and not deletes and condition is None and not leaving and applies == decision.apply:
+        return decision
+    return dataclasses.replace(decision, status=patch, apply=(*applies, *(m for m, _ in extra)),
+                               delete=(*decision.delete, *deletes), events=tuple(events),
+                               release_claims=after if leaving else None)

@@ -1,8 +1,9 @@
 """Signals sent as the ``tatara.pleme.io/signal`` annotation: parsing and the effect table.
 
 Pure: :func:`effect_of` maps (signal, phase, ``spec.signals``) to a :class:`SignalEffect`;
-:func:`ingest` reads the annotation. The dispatcher (:mod:`reconciler.phases`) turns an
-effect into a Decision that also strips the annotation (one-shot).
+:func:`ingest` reads the annotation; :func:`decide_signal`, which the dispatcher
+(:func:`reconciler.phases.decide`) calls, turns an effect into a Decision that also strips the
+annotation (one-shot).
 
 The spellings: docs/wire-format.md#signal-spellings; delivery and the effect table:
 docs/behaviour.md#sending-a-signal and docs/behaviour.md#signal-effects.
@@ -14,21 +15,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from reconciler.decision import Decision, Observed, SignalCount
+from reconciler.reasons import Reason, signal_reason
+from reconciler.status_patch import StatusPatch
+from reconciler.timing import TICK
+from reconciler.transitions import phase_write
 from shared.domain.annotations import SIGNAL
 from shared.domain.api.closed_set import UnknownValueError
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.signal import ProcessSignal, SignalPolicy
+from shared.kube.events import Event
 
 __all__ = [
+    "EXIT_SIGKILL",
     "EffectKind",
     "Ingestion",
     "SignalEffect",
+    "decide_signal",
     "effect_of",
     "ingest",
     "parse_signal",
 ]
 
 _P = ProcessPhase
+
+EXIT_SIGKILL = 137
+"""``status.exitCode`` after SIGKILL, shell-style: 128 + 9 (docs/behaviour.md#failed)."""
 
 
 class EffectKind(StrEnum):
@@ -127,3 +139,49 @@ def ingest(annotations: Mapping[str, str]) -> Ingestion | None:
     if raw is None:
         return None
     return Ingestion(raw, parse_signal(raw))
+
+
+_STRIP: dict[str, str | None] = {SIGNAL: None}
+
+
+def decide_signal(observed: Observed, raw: str, signal: ProcessSignal | None) -> Decision:
+    """Apply one signal (docs/behaviour.md#signal-effects): the effect and the annotation strip in one Decision.
+
+    An unknown value → Warning ``InvalidSignal``, annotation cleared, nothing else.
+    """
+    process = observed.process
+    if signal is None:
+        text = f"unknown signal {raw!r}; annotation removed without effect"
+        return Decision(
+            annotations=_STRIP,
+            events=(Event.warning(Reason.INVALID_SIGNAL, text),),
+            signal=SignalCount(raw, "invalid"),
+            requeue_after=TICK,
+        )
+    effect = effect_of(signal, process.phase, process.spec.signals)
+    name = signal.value
+    if effect.kind is EffectKind.NOTHING:
+        return Decision(
+            annotations=_STRIP,
+            events=(Event.normal(Reason.SIGNAL_IGNORED, f"{name} ignored: {effect.why}"),),
+            signal=SignalCount(name, "ignored"),
+            requeue_after=TICK,
+        )
+    received = Event.normal(Reason.SIGNAL_RECEIVED, f"{name} received in {process.phase.value}")
+    applied = SignalCount(name, "applied")
+    if effect.kind in (EffectKind.SUSPEND, EffectKind.RESUME):
+        return Decision(annotations=_STRIP, suspended=effect.kind is EffectKind.SUSPEND, signal=applied,
+                        events=(received,), requeue_after=TICK)
+    assert effect.target is not None
+    extra = StatusPatch(exit_code=EXIT_SIGKILL) if signal is ProcessSignal.SIGKILL else None
+    return phase_write(
+        observed,
+        effect.target,
+        effect.message or f"{name} received",
+        reason=signal_reason(signal),
+        requeue_after=TICK,
+        extra=extra,
+        annotations=_STRIP,
+        signal=applied,
+        events=(received,),
+    )

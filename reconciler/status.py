@@ -1,65 +1,50 @@
-"""The typed JSON merge patch of a Process's ``/status`` that decisions return.
-
-:class:`StatusPatch` names every status field a phase decision writes. A field left ``UNSET`` is
-not sent (the stored value stays), ``None`` deletes the key, any other value is written as the
-wire format has it (docs/wire-format.md#processstatus: camelCase keys, snake_case
-``identity``, timestamps in UTC). Lists are replaced whole, as in every JSON merge patch
-(RFC 7386); ``boundary`` is an object, so its own fields merge.
-"""
+"""A status that says what the phase is: the kstatus conditions and ``observedGeneration`` rewritten when
+the stored ones are stale or carry a refused write's stall (docs/behaviour.md#conditions,
+docs/behaviour.md#write-failures). The merge patch itself: :mod:`reconciler.status_patch`."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import TypeVar
+import dataclasses
 
-import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
+from reconciler.conditions import conditions_for, phase_truth, stale_status
+from reconciler.decision import Decision, Observed
+from reconciler.refusals import is_refusal
+from reconciler.status_patch import StatusPatch, merged
+from reconciler.transitions import observed_generation
 from shared.domain.api.phase import ProcessPhase
-from shared.domain.api.process import (
-    CheckedCondition,
-    FluxResourceRef,
-    Identity,
-    ProcessAttestation,
-    ProcessCondition,
-)
-from shared.domain.api.wire import MergePatch
 
-__all__ = ["BoundaryPatch", "StatusPatch", "merged"]
+__all__ = ["with_fresh_status"]
 
-P = TypeVar("P", bound=MergePatch)
+_P = ProcessPhase
 
 
-class BoundaryPatch(MergePatch, frozen=True):
-    """``status.boundary``: checked rows and the converging deadline (None clears it)."""
-
-    preconditions: list[CheckedCondition] | UnsetType = UNSET
-    postconditions: list[CheckedCondition] | UnsetType = UNSET
-    deadline: datetime | UnsetType | None = UNSET
-
-
-class StatusPatch(MergePatch, frozen=True):
-    """A merge patch of ``Process.status``; an empty one sends nothing."""
-
-    phase: ProcessPhase | UnsetType = UNSET
-    phase_since: datetime | UnsetType = UNSET
-    message: str | UnsetType = UNSET
-    conditions: list[ProcessCondition] | UnsetType = UNSET
-    identity: Identity | UnsetType = UNSET
-    pid: str | UnsetType = UNSET
-    parent: str | UnsetType | None = UNSET
-    """The parent PID; None deletes it (a root)."""
-    flux_resources: list[FluxResourceRef] | UnsetType = UNSET
-    boundary: BoundaryPatch | UnsetType = UNSET
-    attestation: ProcessAttestation | UnsetType = UNSET
-    exit_code: int | UnsetType = UNSET
-    observed_generation: int | UnsetType = UNSET
-    """``metadata.generation`` this write was decided for (docs/behaviour.md#conditions)."""
-
-
-def merged(base: P, over: P | None) -> P:
-    """``base`` with every field ``over`` sets (shallowly: a set ``boundary`` replaces base's)."""
-    if over is None:
-        return base
-    changes = {name: value for name in over.__struct_fields__ if (value := getattr(over, name)) is not UNSET}
-    return msgspec.structs.replace(base, **changes)
+def with_fresh_status(observed: Observed, decision: Decision) -> Decision:
+    """``decision``, plus a rewrite of the kstatus conditions and ``observedGeneration`` when it writes no
+    conditions and the stored ones no longer say what the phase is (a phase edited by hand, a spec
+    changed on a Failed or Reaped Process, a status from before ``observedGeneration``): conditions are
+    recomputed from the phase every time (docs/behaviour.md#conditions). A refused child write's stall
+    (:func:`reconciler.refusals.is_refusal`) is taken off the same way: the write goes only if the
+    decision's writes before it succeed (docs/behaviour.md#write-failures). Running and Attested with a
+    new generation are left to :func:`reconciler.phases.running.spec_changed`."""
+    process = observed.process
+    if decision.status is not None and decision.status.conditions is not UNSET:
+        return decision
+    if process.status is None or not (stale_status(process) or is_refusal(process.status.conditions)):
+        return decision
+    status = process.status
+    stalled = not is_refusal(status.conditions) and any(c.type_ == "Stalled" and c.status == "True"
+                                                        for c in status.conditions)
+    stall = True if stalled and process.phase not in (_P.ATTESTED, _P.REAPED) else None
+    # the stored Ready's reason carries state (ExportsRunning): kept while Ready's status holds
+    ready = next((c for c in status.conditions if c.type_ == "Ready"), None)
+    keeps = ready is not None and ready.status == ("True" if phase_truth(process.phase, stalled=stall).ready
+                                                   else "False")
+    reason = ready.reason if keeps and ready is not None and ready.reason else process.phase.value
+    message = ready.message if keeps and ready is not None and ready.message else status.message or reason
+    patch = StatusPatch(
+        conditions=conditions_for(process.phase, process.metadata.generation, observed.now, reason, message,
+                                  stalled=stall, previous=status.conditions),
+        observed_generation=observed_generation(process))
+    return dataclasses.replace(decision, status=merged(decision.status or StatusPatch(), patch))

@@ -22,7 +22,8 @@ from msgspec import UNSET, UnsetType
 
 from reconciler.conditions import conditions_for
 from reconciler.decision import Decision, Observed, SignalCount, Transition
-from reconciler.status import StatusPatch, merged
+from reconciler.reasons import phase_event
+from reconciler.status_patch import StatusPatch, merged
 from shared.domain.api.phase import TRANSITIONS, ProcessPhase
 from shared.domain.api.process import Process
 from shared.kube.events import Event
@@ -105,7 +106,7 @@ def phase_write(
     if source is not target:
         since = status.phase_since if status is not None else None
         transition = Transition(source, target, (observed.now - since).total_seconds() if since else None)
-        events = (Event.normal(f"Phase{target.value}", message or f"{source.value} → {target.value}"), *events)
+        events = (Event.normal(phase_event(target), message or f"{source.value} → {target.value}"), *events)
     return Decision(
         status=merged(patch, extra),
         transition=transition,

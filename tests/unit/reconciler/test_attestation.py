@@ -10,7 +10,7 @@ from blake3 import blake3
 
 from reconciler.attestation import artifact_hash_of, attest_process
 from reconciler.render import render_children
-from reconciler.status import StatusPatch
+from reconciler.status_patch import StatusPatch
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process, ProcessAttestation
 from shared.kube.meta import as_json

@@ -10,7 +10,7 @@ import pytest
 from reconciler.children import ChildRef
 from reconciler.decision import ChildSignal, Decision, SignalCount, Transition
 from reconciler.fold import chained, chained_status, continues, passed
-from reconciler.status import BoundaryPatch, StatusPatch
+from reconciler.status_patch import BoundaryPatch, StatusPatch
 from shared.domain.api.codec import convert
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
