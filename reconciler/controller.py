@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Final
@@ -71,11 +70,12 @@ from shared.domain.resources import PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.errors import Conflict
-from shared.kube.expectations import LAG_REQUEUE_SECONDS, WriteExpectations
+from shared.kube.expectations import LAG_REQUEUE_SECONDS, Expectations, WriteExpectations
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.logcontext import log_context
 from shared.kube.meta import ObjectMeta
+from shared.kube.workqueue import Clock
 
 __all__ = ["CONFLICT_REQUEUE", "ChildObject", "PidAllocator", "ProcessReconciler", "RoutingChildObject", "claim_apps",
            "claims_moved", "route_gone", "stable_hosts"]
@@ -291,6 +291,7 @@ class ProcessReconciler:
         prefetch: fetches boundary inputs the caches lack (PromQL, referenced Jobs/ConfigMaps/…); None: none.
         jobs: informer of export Jobs (label ``tatara.pleme.io/role=export``); None: no export Jobs seen.
         cel: runs the Cel conditions (default: a :class:`~reconciler.cel_runner.CelRunner` with its limits).
+        monotonic: monotonic time of the work queue and of the expectations (default: the process's).
     """
 
     def __init__(self, client: KubeClient, processes: Informer[Process], executor: Executor,
@@ -298,7 +299,7 @@ class ProcessReconciler:
                  decide: Callable[[Observed], Decision] = decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  prefetch: Prefetcher | None = None, jobs: Informer[ObservedJob] | None = None,
-                 cel: CelRunner | None = None) -> None:
+                 cel: CelRunner | None = None, monotonic: Clock | None = None) -> None:
         self.client = client
         self.cel = cel or CelRunner()
         self.processes = processes
@@ -315,7 +316,8 @@ class ProcessReconciler:
         self.claims: Callable[[], Mapping[str, ClaimRecord]] = dict
         """The stored ``ProcessTable.status.claims`` (:meth:`watch_claims`; none until then)."""
         processes.add_indexer(PARENT_PID, parent_pid)
-        self.controller: Controller[Process] = Controller("process", processes, self.reconcile, workers=workers)
+        self.controller: Controller[Process] = Controller("process", processes, self.reconcile, workers=workers,
+                                                          clock=monotonic)
         # A child Process's change (e.g. reaching Reaped) requeues its parent, found by PID.
         processes.add_indexer(OWN_PID, own_pid)
         self.controller.watches(processes, self._parents_of)
@@ -329,14 +331,17 @@ class ProcessReconciler:
         processes.add_indexer(CONCURRENCY, concurrency_group)
         self.controller.watches(processes, self._waiting_siblings_of, predicates=(leaves_slot,))
         self._gate = anyio.Lock()
-        self._own_writes = WriteExpectations()
+        self._own_writes = WriteExpectations(monotonic)
         """Our last status write per Process, until the cache shows it (docs/runtime.md#own-writes)."""
-        self._admitted: dict[str, float] = {}
-        """``<ns>/<name>`` → when this replica wrote it Forking out of Pending (a capped Process)."""
+        self._admitted: Expectations[str, None] = Expectations(EXPECTATION_SECONDS, monotonic)
+        """``<ns>/<name>`` of the capped Processes this replica wrote Forking out of Pending, until the
+        cache shows them past Pending."""
         # An export Job's change (created, finished, deleted) requeues its Process.
         self.jobs = jobs
-        self._expected_jobs: dict[tuple[str, str], tuple[str, int, float]] = {}
-        """``(ns, Job name)`` → (owner uid, export index, when applied), until the Job cache has it."""
+        self._expected_jobs: Expectations[tuple[str, str], tuple[str, int]] = Expectations(EXPECTATION_SECONDS,
+                                                                                            monotonic)
+        """``(ns, Job name)`` → (owner uid, export index) of the export Jobs applied, until the Job cache
+        has shown them."""
         if jobs is not None:
             jobs.add_indexer(OWNER_UID, controller_owner_uids)
             # before the owner is queued: a Job seen once ends its expectation, even if it is deleted
@@ -462,16 +467,15 @@ class ProcessReconciler:
 
     def _expect(self, process: Process, decision: Decision) -> None:
         """Remember what ``decision`` wrote that the caches will show only later."""
-        now = time.monotonic()
         for manifest in decision.apply:
             if isinstance(manifest, Job):
                 index = export_index(ObservedJob(metadata=manifest.metadata))
                 if index is not None:
                     key = (manifest.metadata.namespace or "default", manifest.metadata.name or "")
-                    self._expected_jobs[key] = (process.metadata.uid or "", index, now)
+                    self._expected_jobs.expect(key, (process.metadata.uid or "", index))
         admitted = (ProcessPhase.PENDING, ProcessPhase.FORKING)
         if any((t.source, t.target) == admitted for t in decision.transitions) and concurrency_key(process) is not None:
-            self._admitted[_ref(process)] = now
+            self._admitted.expect(_ref(process), None)
 
     async def _with_pid(self, observed: Observed, decision: Decision) -> Decision:
         """``decision`` with its PID, or the refusal instead; unchanged when it asks for none."""
@@ -524,7 +528,7 @@ class ProcessReconciler:
     def _job_seen(self, _event: WatchEventType, _old: ObservedJob | None, job: ObservedJob) -> None:
         """The Job cache has shown this Job (or its deletion): an expectation of it is met. Without this, a
         Job deleted before any pass saw it cached would count as running until the expectation expires."""
-        self._expected_jobs.pop((job.metadata.namespace or "default", job.metadata.name or ""), None)
+        self._expected_jobs.met((job.metadata.namespace or "default", job.metadata.name or ""))
 
     def _export_jobs(self, process: Process) -> dict[int, ObservedJob]:
         """This Process's export Jobs by export index: the cached ones, plus those applied by an earlier
@@ -537,11 +541,10 @@ class ProcessReconciler:
             index = export_index(job)
             if index is not None:
                 out[index] = job
-        ns, now = process.metadata.namespace or "default", time.monotonic()
-        for key, (owner, index, since) in list(self._expected_jobs.items()):
-            cached = self.jobs.get(f"{key[0]}/{key[1]}")
-            if cached is not None or now - since > EXPECTATION_SECONDS:
-                del self._expected_jobs[key]
+        ns = process.metadata.namespace or "default"
+        for key, (owner, index) in self._expected_jobs.pending():
+            if self.jobs.get(f"{key[0]}/{key[1]}") is not None:
+                self._expected_jobs.met(key)
             elif owner == uid and key[0] == ns:
                 out.setdefault(index, ObservedJob(metadata=ObjectMeta(name=key[1], namespace=ns)))
         return out
@@ -552,11 +555,11 @@ class ProcessReconciler:
         key = concurrency_key(process) if process.phase is ProcessPhase.PENDING else None
         if key is None:
             return ()
-        now, me = time.monotonic(), _ref(process)
-        for ref, since in list(self._admitted.items()):
+        me = _ref(process)
+        for ref, _ in self._admitted.pending():
             cached = self.processes.get(ref)
-            if cached is None or cached.phase is not ProcessPhase.PENDING or now - since > EXPECTATION_SECONDS:
-                del self._admitted[ref]
+            if cached is None or cached.phase is not ProcessPhase.PENDING:
+                self._admitted.met(ref)
         return tuple(
             sibling_of(p, ProcessPhase.FORKING if _ref(p) in self._admitted else None)
             for p in self.processes.by_index(CONCURRENCY, key) if _ref(p) != me)
