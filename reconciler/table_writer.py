@@ -215,7 +215,8 @@ class TableStatusWriter:
             return await finalize(self.client, PROCESS_TABLES, finalizers.TABLE, table, self._converge,
                                   remove_retry=SINGLE_TRY)
         except Conflict:
-            log.debug("ProcessTable %s moved on before its finalizer was removed; next pass", self.table_name)
+            # the finalizer write met a newer table (a PID bump): decided again on the next pass
+            log.debug("ProcessTable %s moved on before its finalizer was written; next pass", self.table_name)
             return Result.after(self.interval)
         except ApiError:
             self._stored = None
