@@ -8,10 +8,10 @@
   the work queue de-duplicates it, so a burst of events is one pass.
 - **Coalescing.** A pass that comes less than ``interval`` seconds (``--table-status-interval``) after
   the last one began returns ``Result.after(remaining)``: the key waits in the queue, on the queue's
-  clock, taking in whatever arrives meanwhile. So at most one pass, and at most one status write, per
-  interval; a pass whose counts and rows equal the last ones stored writes nothing (``lastReconciled``
-  alone never causes a write). A failed pass is retried by the queue's backoff, and still waits out the
-  interval.
+  clock, taking in whatever arrives meanwhile (Process events do not queue it again while it waits).
+  So at most one pass, and at most one status write, per interval; a pass whose counts and rows equal
+  the last ones stored writes nothing (``lastReconciled`` alone never causes a write). A failed pass is
+  retried by the queue's backoff, and still waits out the interval.
 - **The finalizer** (:data:`shared.domain.finalizers.TABLE`): ``finalize`` puts it on a live table
   before Apply writes the status; a deleted table's Cleanup writes the status (``Deleting``) while
   :meth:`~reconciler.table_keeper.TableKeeper.in_use`, and once no Process holds a PID reports it
@@ -163,6 +163,8 @@ class TableStatusWriter:
         self._tables: Informer[ProcessTable] | None = None
         self._due = -float("inf")
         """When the next pass may run (:attr:`clock` seconds)."""
+        self._parked = False
+        """The key waits in the queue for :attr:`_due`: that pass will read every Process event before it."""
         self._stored: Compared | None = None
         self._uid: str | None = None
         self._lock = anyio.Lock()
@@ -187,8 +189,14 @@ class TableStatusWriter:
         self._tables = tables
         self.controller = Controller(CONTROLLER_NAME, tables, self.reconcile, predicates=(this_table,),
                                      metrics=metrics, clock=self.clock)
-        self.controller.watches(processes, lambda _: (self.request,))
+        self.controller.watches(processes, self._woken)
         return self.controller
+
+    def _woken(self, _process: object) -> tuple[Request, ...]:
+        """The key for a Process event; none while the key is parked until the interval has passed (the
+        parked pass reads the cache as it is then, so queueing it again would only make a pass that
+        parks it again)."""
+        return () if self._parked else (self.request,)
 
     def notify(self, *_: object) -> None:
         """Queue the table's key (usable as an informer handler); nothing before :meth:`watch`."""
@@ -207,8 +215,9 @@ class TableStatusWriter:
             return Result.done()
         now = self.clock.now()
         if now < self._due:
+            self._parked = True
             return Result.after(self._due - now)
-        self._due = now + self.interval
+        self._due, self._parked = now + self.interval, False
         cached = self._tables.get(self.table_name) if self._tables is not None else None
         try:
             table = cached if cached is not None else await self.keeper.read()

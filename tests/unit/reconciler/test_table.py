@@ -195,6 +195,12 @@ async def test_a_missing_table_is_created_then_written_once() -> None:
     assert [p["status"]["processCount"] for p in fake.patches] == [1]
 
 
+def passes(registry: CollectorRegistry, result: str) -> float:
+    value = registry.get_sample_value("controller_runtime_reconcile_total",
+                                      {"controller": "processtable", "result": result})
+    return value or 0.0
+
+
 async def until(condition: Callable[[], bool]) -> None:
     """Let every task run until all are blocked, then check ``condition`` (no waiting on time)."""
     await wait_all_tasks_blocked()
@@ -214,16 +220,19 @@ async def test_events_within_an_interval_make_one_write_and_the_next_comes_once_
     clock = FakeClock()
     w = TableStatusWriter(cast(KubeClient, fake), procs.objects, table_name="proc", interval=2.0, now=lambda: NOW,
                           clock=clock)
-    controller = w.watch(tables, procs, metrics=RuntimeMetrics(CollectorRegistry()))
+    registry = CollectorRegistry()
+    controller = w.watch(tables, procs, metrics=RuntimeMetrics(registry))
     async with anyio.create_task_group() as tg:
         tg.start_soon(tables.run)
         tg.start_soon(procs.run)
         tg.start_soon(controller.run)
         await until(lambda: len(fake.patches) == 1)  # the first pass writes at once, both caches synced
-        for i in range(51, 61):  # ten more Processes, each an event, within the interval
+        for i in range(51, 61):  # ten more Processes, each an event, within the interval, one at a time
             procs.store.upsert(process(f"p{i}", pid=f"r.{i}"))
+            await wait_all_tasks_blocked()
         await until(lambda: len(fake.patches) == 1)
         assert controller.queue.waiting == 1, "the one key waits out the interval"
+        assert passes(registry, "requeue_after") == 1, "one pass parked the key; the other events only wait"
         clock.advance(1.9)
         await until(lambda: len(fake.patches) == 1)
         clock.advance(0.1)  # 2.0 s since the first pass: the interval has passed
