@@ -28,7 +28,8 @@ from reconciler.pid import SequenceAllocator
 from reconciler.prefetch import Prefetcher
 from reconciler.render import RENDERED_KINDS, Manifest, RoutingConfig, render_children
 from reconciler.routing import ROUTING_KINDS
-from reconciler.table import TableKeeper, TableStatusWriter
+from reconciler.table_keeper import TableKeeper
+from reconciler.table_writer import TableStatusWriter
 from shared.domain import labels
 from shared.domain.api.codec import wire_decoder
 from shared.domain.api.export import ExportSpec
@@ -121,7 +122,7 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     # the one owner of the table's status: counts, rows and the stable-name claims; a holder leaving
     # Running/Attested gives its claims up through it, in the step that leaves (the executor's step 2a)
     table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval, keeper=keeper,
-                              fleet_cluster=routing.cluster, namespace=namespace, synced=processes.wait_synced)
+                              fleet_cluster=routing.cluster, namespace=namespace)
     executor = Executor(client, mapper, recorder, metrics, release_claims=table.release)
     # Only our export Jobs are cached (docs/behaviour.md#releasing): a change of one requeues its Process.
     jobs = manager.informer(JOBS, ObservedJob, namespace=namespace,
@@ -136,10 +137,9 @@ def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None 
     manager.add(reconciler.controller)
     manager.before_start(functools.partial(watch_rendered_kinds, mapper, manager, reconciler, namespace))
 
-    processes.add_handler(table.notify)
-    # a table deleted (or its finalizer or claims touched) with no Process event is noticed too
     tables = manager.informer(PROCESS_TABLES, ProcessTable, decoder=wire_decoder(ProcessTable).decode)
-    tables.add_handler(table.notify)
     reconciler.watch_claims(tables, routing.cluster)
-    manager.add_runnable(table.run)
+    # a Controller of the one table: every Process or table event queues its key, and its passes are
+    # at least --table-status-interval apart (docs/architecture.md#the-processtable-writer)
+    manager.add(table.watch(tables, processes))
     return manager

@@ -26,9 +26,11 @@ One reconcile of one Process reads top to bottom here (:meth:`ProcessReconciler.
    stays unused (a gap, never a duplicate: docs/divergences.md#pid-allocation).
 
 Two expectations bridge the lag between our own writes and the caches (as Kubernetes' ReplicaSet
-controller does): an export Job just applied counts as running until the Job cache has shown it, and a
-Process just admitted out of Pending counts as holding its ``maxConcurrent`` slot until the Process
-cache shows it past Pending. Pending decisions of capped Processes run one at a time, so two of them
+controller does), each a :class:`shared.kube.expectations.Expectations` on the reconciler's injected
+monotonic clock, standing for at most :data:`EXPECTATION_SECONDS`: an export Job just applied counts as
+running until the Job cache has shown it, and a Process just admitted out of Pending counts as holding
+its ``maxConcurrent`` slot until the Process cache shows it past Pending. The caches' indices, predicates
+and views are :mod:`reconciler.caches`. Pending decisions of capped Processes run one at a time, so two of them
 never take the last slot together (docs/behaviour.md#maxconcurrent).
 """
 
@@ -36,21 +38,45 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Final
 
 import anyio
-import msgspec
 
+from reconciler.caches import (
+    CLAIM_APP,
+    CLAIM_KEY,
+    CONCURRENCY,
+    DEPENDS_ON,
+    OWN_PID,
+    OWNER_UID,
+    PARENT_PID,
+    STABLE_HOST,
+    CacheView,
+    ChildObject,
+    PidView,
+    RouteView,
+    RoutingChildObject,
+    child_document,
+    claim_apps,
+    claims_moved,
+    claims_of,
+    concurrency_group,
+    controller_owner_uids,
+    dependency_refs,
+    leaves_slot,
+    own_pid,
+    parent_pid,
+    route_gone,
+    stable_hosts,
+)
 from reconciler.cel import activation
 from reconciler.cel_runner import CelRunner, expressions
 from reconciler.children import ChildRef, ChildState, child_state
-from reconciler.claims import bid_keys
+from reconciler.claims import bid_keys, process_ref
 from reconciler.concurrency import Sibling, concurrency_key, sibling_of
 from reconciler.decision import Decision, Observed
-from reconciler.dependencies import depends_on_refs
 from reconciler.executor import Executor
 from reconciler.exports import export_index
 from reconciler.fold import MAX_STEPS, chained, continues, passed
@@ -58,7 +84,7 @@ from reconciler.phases import TICK, decide, holds_finalizer, pid_granted, pid_re
 from reconciler.pid import PidRefused
 from reconciler.prefetch import Prefetcher, conditions_for_phase
 from reconciler.refusals import WriteRefused, refusal_decision
-from reconciler.routing import ROUTING_KINDS, STABLE, served_hosts
+from reconciler.routing import ROUTING_KINDS
 from shared.domain import finalizers as fin
 from shared.domain import labels
 from shared.domain.api.codec import decode_process
@@ -68,43 +94,20 @@ from shared.domain.api.table import PROCESS_TABLE_NAME, ClaimRecord, ProcessTabl
 from shared.domain.group import GROUP
 from shared.domain.manifests.batch import Job, ObservedJob
 from shared.domain.resources import PROCESSES
-from shared.kube.client import KubeClient, Resource
+from shared.kube.client import KubeClient
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.errors import Conflict
-from shared.kube.expectations import LAG_REQUEUE_SECONDS, WriteExpectations
+from shared.kube.expectations import LAG_REQUEUE_SECONDS, Expectations, WriteExpectations
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.logcontext import log_context
 from shared.kube.meta import ObjectMeta
+from shared.kube.workqueue import Clock
 
 __all__ = ["CONFLICT_REQUEUE", "ChildObject", "PidAllocator", "ProcessReconciler", "RoutingChildObject", "claim_apps",
            "claims_moved", "route_gone", "stable_hosts"]
 
 log = logging.getLogger(__name__)
-
-OWNER_UID = "owner-uid"
-"""Index of children by their controller ownerReference's UID."""
-
-PARENT_PID = "parent-pid"
-"""Index of Processes by ``spec.identity.parent``."""
-
-OWN_PID = "pid"
-"""Index of Processes by their own ``status.pid``."""
-
-CLAIM_KEY = "claim-key"
-"""Index of Processes by each claims key (``<cluster>/<app>``) they bid for."""
-
-CLAIM_APP = "claim-app"
-"""Index of Processes by the ``app`` of each hostname whose stable name they bid for."""
-
-STABLE_HOST = "stable-host"
-"""Index of stable routing children (Ingress, DNSEndpoint) by the host names they serve."""
-
-DEPENDS_ON = "depends-on"
-"""Index of Processes by the ``<ns>/<name>`` of each Process their ``spec.dependsOn`` names."""
-
-CONCURRENCY = "concurrency-key"
-"""Index of Processes by their ``maxConcurrent`` group (:func:`~reconciler.concurrency.concurrency_key`)."""
 
 CONFLICT_REQUEUE: Final = TICK
 """Seconds before deciding again when a guarded status write met a newer object (409)."""
@@ -115,165 +118,6 @@ caught up; after that the cache is believed."""
 
 PidAllocator = Callable[[Process], Awaitable[str]]
 """``await allocate(process) -> pid``, raising :class:`~reconciler.pid.PidRefused` (the ProcessTable in the binary)."""
-
-
-class ChildObject(msgspec.Struct):
-    """A rendered child as cached: identity, metadata and status — what readiness parsing reads.
-
-    ``spec`` is not kept: HelmRelease values can be large, and the desired spec is re-rendered
-    from the Process anyway."""
-
-    apiVersion: str = ""
-    kind: str = ""
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    status: dict[str, object] = {}
-
-
-class RoutingChildObject(ChildObject):
-    """A routing child (Ingress, DNSEndpoint) as cached, ``spec`` included: small, and compared with the
-    render to notice a hand edit (:func:`reconciler.routing.drift`)."""
-
-    spec: dict[str, object] = {}
-
-
-def _claims_of(table: ProcessTable | None) -> Mapping[str, ClaimRecord]:
-    return table.status.claims if table is not None and table.status is not None else {}
-
-
-def claims_moved(event: WatchEventType, old: ProcessTable | None, new: ProcessTable) -> bool:
-    """Keep a table event only when its ``status.claims`` changed (adds and deletes always)."""
-    return event is not WatchEventType.MODIFIED or _claims_of(old) != _claims_of(new)
-
-
-def child_document(resource: Resource, child: ChildObject) -> dict[str, object]:
-    """``child`` as JSON data with the ``apiVersion`` and ``kind`` of the ``resource`` its informer lists.
-
-    The API server leaves both out of the items of a LIST of a built-in kind (an Ingress cached from
-    the informer's list has neither; one from a watch event has both), so they come from the resource."""
-    doc: dict[str, object] = msgspec.to_builtins(child)
-    doc["apiVersion"], doc["kind"] = resource.api_version, resource.kind
-    return doc
-
-
-def stable_hosts(child: ChildObject) -> list[str]:
-    """The hosts a cached stable routing child (label ``routing-form: stable``) serves; none for others."""
-    if child.metadata.labels.get(labels.ROUTING_FORM) != STABLE:
-        return []
-    return served_hosts(child.spec) if isinstance(child, RoutingChildObject) else []
-
-
-def route_gone(event: WatchEventType, old: ChildObject | None, new: ChildObject) -> bool:
-    """Keep only the deletion of a routing child: what a new holder's stable pair waits for."""
-    return event is WatchEventType.DELETED
-
-
-def claim_apps(process: Process) -> list[str]:
-    routing = process.spec.routing
-    if routing is None or not routing.stable_name_claim:
-        return []
-    return sorted({host.app for host in routing.hostnames})
-
-
-def controller_owner_uids(obj: ChildObject | ObservedJob) -> list[str]:
-    """UIDs of ``obj``'s controller ownerReferences (a rendered child has exactly one)."""
-    return [ref.uid for ref in obj.metadata.owner_references if ref.controller]
-
-
-def dependency_refs(process: Process) -> list[str]:
-    return depends_on_refs(process)
-
-
-def own_pid(process: Process) -> list[str]:
-    pid = process.status.pid if process.status else None
-    return [pid] if pid else []
-
-
-def parent_pid(process: Process) -> list[str]:
-    parent = process.spec.identity.parent if process.spec.identity else None
-    return [parent] if parent else []
-
-
-def concurrency_group(process: Process) -> list[str]:
-    key = concurrency_key(process)
-    return [key] if key else []
-
-
-def leaves_slot(event: WatchEventType, old: Process | None, new: Process) -> bool:
-    """A change that frees a ``maxConcurrent`` slot or a place in line, or takes one (so the waiting
-    Processes' messages stay true): a Process deleted, being deleted, reaching Reaped, leaving Pending,
-    or moving to another group."""
-    if event is WatchEventType.DELETED:
-        return True
-    if old is None:
-        return False
-    return ((new.phase is ProcessPhase.REAPED and old.phase is not ProcessPhase.REAPED)
-            or (old.phase is ProcessPhase.PENDING and new.phase is not ProcessPhase.PENDING)
-            or (new.metadata.deletion_timestamp is not None and old.metadata.deletion_timestamp is None)
-            or concurrency_key(old) != concurrency_key(new))
-
-
-def _ref(process: Process) -> str:
-    return f"{process.metadata.namespace or 'default'}/{process.metadata.name}"
-
-
-class _CacheView(Mapping[str, Process]):
-    """Read-only ``"<ns>/<name>" → Process`` over the informer cache."""
-
-    def __init__(self, informer: Informer[Process]) -> None:
-        self._informer = informer
-
-    def __getitem__(self, key: str) -> Process:
-        found = self._informer.get(key)
-        if found is None:
-            raise KeyError(key)
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._informer.keys())
-
-    def __len__(self) -> int:
-        return len(self._informer)
-
-
-class _PidView(Mapping[str, Process]):
-    """Read-only ``status.pid → Process`` over the informer's :data:`OWN_PID` index (the first holder
-    when, against the allocator's guarantee, two hold one PID)."""
-
-    def __init__(self, informer: Informer[Process]) -> None:
-        self._informer = informer
-
-    def __getitem__(self, pid: str) -> Process:
-        found = self._informer.by_index(OWN_PID, pid)
-        if not found:
-            raise KeyError(pid)
-        return found[0]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted({pid for p in self._informer.objects() for pid in own_pid(p)}))
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-class _RouteView(Mapping[str, frozenset[str]]):
-    """Read-only ``host → UIDs of the Processes owning a cached stable routing child that serves it`` over
-    the routing informers' :data:`STABLE_HOST` index."""
-
-    def __init__(self, informers: list[Informer[ChildObject]]) -> None:
-        self._informers = informers
-
-    def __getitem__(self, host: str) -> frozenset[str]:
-        owners = frozenset(uid for informer in self._informers for child in informer.by_index(STABLE_HOST, host)
-                           for uid in controller_owner_uids(child))
-        if not owners:
-            raise KeyError(host)
-        return owners
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted({h for informer in self._informers for h in informer.index_values(STABLE_HOST)}))
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 class ProcessReconciler:
@@ -291,6 +135,7 @@ class ProcessReconciler:
         prefetch: fetches boundary inputs the caches lack (PromQL, referenced Jobs/ConfigMaps/…); None: none.
         jobs: informer of export Jobs (label ``tatara.pleme.io/role=export``); None: no export Jobs seen.
         cel: runs the Cel conditions (default: a :class:`~reconciler.cel_runner.CelRunner` with its limits).
+        monotonic: monotonic time of the work queue and of the expectations (default: the process's).
     """
 
     def __init__(self, client: KubeClient, processes: Informer[Process], executor: Executor,
@@ -298,7 +143,7 @@ class ProcessReconciler:
                  decide: Callable[[Observed], Decision] = decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  prefetch: Prefetcher | None = None, jobs: Informer[ObservedJob] | None = None,
-                 cel: CelRunner | None = None) -> None:
+                 cel: CelRunner | None = None, monotonic: Clock | None = None) -> None:
         self.client = client
         self.cel = cel or CelRunner()
         self.processes = processes
@@ -315,7 +160,8 @@ class ProcessReconciler:
         self.claims: Callable[[], Mapping[str, ClaimRecord]] = dict
         """The stored ``ProcessTable.status.claims`` (:meth:`watch_claims`; none until then)."""
         processes.add_indexer(PARENT_PID, parent_pid)
-        self.controller: Controller[Process] = Controller("process", processes, self.reconcile, workers=workers)
+        self.controller: Controller[Process] = Controller("process", processes, self.reconcile, workers=workers,
+                                                          clock=monotonic)
         # A child Process's change (e.g. reaching Reaped) requeues its parent, found by PID.
         processes.add_indexer(OWN_PID, own_pid)
         self.controller.watches(processes, self._parents_of)
@@ -329,14 +175,17 @@ class ProcessReconciler:
         processes.add_indexer(CONCURRENCY, concurrency_group)
         self.controller.watches(processes, self._waiting_siblings_of, predicates=(leaves_slot,))
         self._gate = anyio.Lock()
-        self._own_writes = WriteExpectations()
+        self._own_writes = WriteExpectations(monotonic)
         """Our last status write per Process, until the cache shows it (docs/runtime.md#own-writes)."""
-        self._admitted: dict[str, float] = {}
-        """``<ns>/<name>`` → when this replica wrote it Forking out of Pending (a capped Process)."""
+        self._admitted: Expectations[str, None] = Expectations(EXPECTATION_SECONDS, monotonic)
+        """``<ns>/<name>`` of the capped Processes this replica wrote Forking out of Pending, until the
+        cache shows them past Pending."""
         # An export Job's change (created, finished, deleted) requeues its Process.
         self.jobs = jobs
-        self._expected_jobs: dict[tuple[str, str], tuple[str, int, float]] = {}
-        """``(ns, Job name)`` → (owner uid, export index, when applied), until the Job cache has it."""
+        self._expected_jobs: Expectations[tuple[str, str], tuple[str, int]] = Expectations(EXPECTATION_SECONDS,
+                                                                                            monotonic)
+        """``(ns, Job name)`` → (owner uid, export index) of the export Jobs applied, until the Job cache
+        has shown them."""
         if jobs is not None:
             jobs.add_indexer(OWNER_UID, controller_owner_uids)
             # before the owner is queued: a Job seen once ends its expectation, even if it is deleted
@@ -371,13 +220,13 @@ class ProcessReconciler:
         bidders of each key when the claims change (a holder that lost its stable name deletes its
         stable children, the new holder applies its own: docs/behaviour.md#stable-name-claims). Call
         before the controller runs."""
-        self.claims = lambda: _claims_of(tables.get(table_name))
+        self.claims = lambda: claims_of(tables.get(table_name))
         self.processes.add_indexer(CLAIM_KEY, lambda p: bid_keys(p, fleet_cluster))
 
         def bidders(table: ProcessTable) -> list[Request]:
             if table.metadata.name != table_name:
                 return []
-            return [Request.of(p) for key in _claims_of(table) for p in self.processes.by_index(CLAIM_KEY, key)]
+            return [Request.of(p) for key in claims_of(table) for p in self.processes.by_index(CLAIM_KEY, key)]
 
         self.controller.watches(tables, bidders, predicates=(claims_moved,))
 
@@ -391,7 +240,7 @@ class ProcessReconciler:
 
     def _waiting_siblings_of(self, process: Process) -> list[Request]:
         return [Request.of(p) for key in concurrency_group(process) for p in self.processes.by_index(CONCURRENCY, key)
-                if p.phase is ProcessPhase.PENDING and _ref(p) != _ref(process)]
+                if p.phase is ProcessPhase.PENDING and process_ref(p) != process_ref(process)]
 
     def _parents_of(self, process: Process) -> list[Request]:
         return [Request.of(parent) for pid in parent_pid(process) for parent in self.processes.by_index(OWN_PID, pid)]
@@ -435,7 +284,7 @@ class ProcessReconciler:
                 raise  # the work queue's backoff retries it (docs/behaviour.md#write-failures)
             self._expect(process, decision)
             if not decision.delete_self:
-                self._own_writes.wrote(_ref(process), written)
+                self._own_writes.wrote(process_ref(process), written)
             return Outcome(Result(requeue_after=decision.requeue_after), released=decision.released)
 
     async def _decided(self, observed: Observed) -> tuple[Decision, bool]:
@@ -458,20 +307,19 @@ class ProcessReconciler:
     async def _surface(self, observed: Observed, refused: WriteRefused) -> None:
         """Write the refusal on the Process (a stall condition, its message, a Warning Event)."""
         written = await self.executor.execute(observed.process, refusal_decision(observed, refused))
-        self._own_writes.wrote(_ref(observed.process), written)
+        self._own_writes.wrote(process_ref(observed.process), written)
 
     def _expect(self, process: Process, decision: Decision) -> None:
         """Remember what ``decision`` wrote that the caches will show only later."""
-        now = time.monotonic()
         for manifest in decision.apply:
             if isinstance(manifest, Job):
                 index = export_index(ObservedJob(metadata=manifest.metadata))
                 if index is not None:
                     key = (manifest.metadata.namespace or "default", manifest.metadata.name or "")
-                    self._expected_jobs[key] = (process.metadata.uid or "", index, now)
+                    self._expected_jobs.expect(key, (process.metadata.uid or "", index))
         admitted = (ProcessPhase.PENDING, ProcessPhase.FORKING)
         if any((t.source, t.target) == admitted for t in decision.transitions) and concurrency_key(process) is not None:
-            self._admitted[_ref(process)] = now
+            self._admitted.expect(process_ref(process), None)
 
     async def _with_pid(self, observed: Observed, decision: Decision) -> Decision:
         """``decision`` with its PID, or the refusal instead; unchanged when it asks for none."""
@@ -498,8 +346,8 @@ class ProcessReconciler:
             process=process, now=self.clock(), children=children,
             child_processes=tuple(self.processes.by_index(PARENT_PID, pid)) if pid else (),
             dependencies={ref: self.processes.get(ref) for ref in dependency_refs(process)},
-            processes_by_ref=_CacheView(self.processes), processes_by_pid=_PidView(self.processes),
-            claims=self.claims(), routes=_RouteView(self.routes), heartbeat_seconds=self.heartbeat_seconds,
+            processes_by_ref=CacheView(self.processes), processes_by_pid=PidView(self.processes),
+            claims=self.claims(), routes=RouteView(self.routes), heartbeat_seconds=self.heartbeat_seconds,
             export_jobs=export_jobs,
             siblings=self._siblings(process),
         )
@@ -524,7 +372,7 @@ class ProcessReconciler:
     def _job_seen(self, _event: WatchEventType, _old: ObservedJob | None, job: ObservedJob) -> None:
         """The Job cache has shown this Job (or its deletion): an expectation of it is met. Without this, a
         Job deleted before any pass saw it cached would count as running until the expectation expires."""
-        self._expected_jobs.pop((job.metadata.namespace or "default", job.metadata.name or ""), None)
+        self._expected_jobs.met((job.metadata.namespace or "default", job.metadata.name or ""))
 
     def _export_jobs(self, process: Process) -> dict[int, ObservedJob]:
         """This Process's export Jobs by export index: the cached ones, plus those applied by an earlier
@@ -537,11 +385,10 @@ class ProcessReconciler:
             index = export_index(job)
             if index is not None:
                 out[index] = job
-        ns, now = process.metadata.namespace or "default", time.monotonic()
-        for key, (owner, index, since) in list(self._expected_jobs.items()):
-            cached = self.jobs.get(f"{key[0]}/{key[1]}")
-            if cached is not None or now - since > EXPECTATION_SECONDS:
-                del self._expected_jobs[key]
+        ns = process.metadata.namespace or "default"
+        for key, (owner, index) in self._expected_jobs.pending():
+            if self.jobs.get(f"{key[0]}/{key[1]}") is not None:
+                self._expected_jobs.met(key)
             elif owner == uid and key[0] == ns:
                 out.setdefault(index, ObservedJob(metadata=ObjectMeta(name=key[1], namespace=ns)))
         return out
@@ -552,11 +399,11 @@ class ProcessReconciler:
         key = concurrency_key(process) if process.phase is ProcessPhase.PENDING else None
         if key is None:
             return ()
-        now, me = time.monotonic(), _ref(process)
-        for ref, since in list(self._admitted.items()):
+        me = process_ref(process)
+        for ref, _ in self._admitted.pending():
             cached = self.processes.get(ref)
-            if cached is None or cached.phase is not ProcessPhase.PENDING or now - since > EXPECTATION_SECONDS:
-                del self._admitted[ref]
+            if cached is None or cached.phase is not ProcessPhase.PENDING:
+                self._admitted.met(ref)
         return tuple(
-            sibling_of(p, ProcessPhase.FORKING if _ref(p) in self._admitted else None)
-            for p in self.processes.by_index(CONCURRENCY, key) if _ref(p) != me)
+            sibling_of(p, ProcessPhase.FORKING if process_ref(p) in self._admitted else None)
+            for p in self.processes.by_index(CONCURRENCY, key) if process_ref(p) != me)

@@ -52,7 +52,7 @@ __all__ = ["Executor", "ReleaseClaims"]
 
 ReleaseClaims = Callable[[Process, ProcessPhase], Awaitable[object]]
 """``await release(process, phase)``: give up the claims naming ``process`` before its status write puts it
-in ``phase`` (:meth:`reconciler.table.TableStatusWriter.release`)."""
+in ``phase`` (:meth:`reconciler.table_writer.TableStatusWriter.release`)."""
 
 log = logging.getLogger(__name__)
 

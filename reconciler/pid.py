@@ -7,12 +7,12 @@ a compare-and-swap on the counter: when anybody bumped in between, the test fail
 and retry after a short jittered wait (:data:`ALLOCATION_BACKOFF`). Exactly one writer wins each
 sequence number, so PIDs are unique (an unguarded bump, as the reference writes it, lets two Processes
 forking at once share one: docs/divergences.md#pid-allocation). The guard is the counter itself, not
-the table's ``resourceVersion``: the status writer (:mod:`reconciler.table`) changes the
+the table's ``resourceVersion``: the status writer (:mod:`reconciler.table_writer`) changes the
 resourceVersion every write, and a resourceVersion-guarded bump lost to it every time it ran
 between the read and the bump. A 422 that is not a lost race (the table unchanged on re-read, e.g. a
 hand-made table without ``spec.nextSequence``) falls back to the resourceVersion-guarded merge patch.
 
-The table is read through a :class:`~reconciler.table.TableKeeper`: a missing table is recreated past
+The table is read through a :class:`~reconciler.table_keeper.TableKeeper`: a missing table is recreated past
 every sequence number held, and the keeper remembers each number won here.
 
 :class:`SequenceAllocator` is the reconciler's one allocator (one per replica, so one per leader): it
@@ -22,7 +22,7 @@ bump needs no GET before it. What it remembers can only be stale by someone else
 replica, a hand edit): the bump also *tests* the table's ``metadata.generation``, which moves with every
 ``spec`` change and no other, so a bump by someone else or new ``maxDepth`` / ``maxChildren`` fail the
 test (422), and only then is the table read again (docs/behaviour.md#pid-allocation). The table status
-writer (:mod:`reconciler.table`) writes ``/status`` only (the generation stays), and its claims patch
+writer (:mod:`reconciler.table_writer`) writes ``/status`` only (the generation stays), and its claims patch
 tests ``status.claims``: the two never collide.
 
 ``maxDepth`` / ``maxChildren`` are enforced before the bump, so a refused Process consumes no
@@ -47,7 +47,7 @@ from typing import Final
 import anyio
 import msgspec
 
-from reconciler.table import JSON_PATCH, TableKeeper, listed_process
+from reconciler.table_keeper import JSON_PATCH, TableKeeper, listed_process
 from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTableSpec
 from shared.domain.identity import allocate_pid as format_pid

@@ -244,6 +244,7 @@ async def finalize(
     *,
     needed: Callable[[T], bool] = lambda _: True,
     decode: Callable[[bytes], T] | None = None,
+    remove_retry: Backoff = DEFAULT_RETRY,
 ) -> Result:
     """Run ``reconcile`` for the cached ``obj`` as :class:`Apply` or :class:`Cleanup`, managing ``finalizer``.
 
@@ -260,6 +261,10 @@ async def finalize(
     object is at the resourceVersion the reconcile reads. With ``decode``, Apply then gets the object
     as the finalizer patch answered (its new resourceVersion included), so a write guarded by it
     needs no GET first.
+
+    ``remove_retry`` retries the removal on 409 (re-reading the object each time); a single try
+    (``Backoff(0, steps=1)``) keeps it guarded by the version the release was decided on, for an owner
+    whose release a concurrent write can make untrue (the 409 is raised).
 
     Raises:
         shared.kube.errors.ApiError: a finalizer write failed, or whatever ``reconcile`` raises.
@@ -285,5 +290,5 @@ async def finalize(
     if outcome.released and held:
         # a finalizer added in this very pass is not in the cached copy: re-read before removing it
         await remove_finalizer(client, resource, view.namespace, view.name, finalizer,
-                               current=None if added else obj)
+                               current=None if added else obj, retry=remove_retry)
     return outcome.result

@@ -10,9 +10,10 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from reconciler.table import TableStatusWriter
+from reconciler.table_writer import TableStatusWriter
 from shared.domain.api.codec import decode_table
 from shared.domain.api.process import Process
+from shared.domain.api.table import ProcessTable
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.informer import Informer
@@ -57,9 +58,10 @@ def compared(patch: dict[str, Any]) -> tuple[Any, ...]:
 async def test_50_processes_give_exact_counts_in_coalesced_writes(kc: KubeClient, namespace: str) -> None:
     table_name = f"t-{uuid.uuid4().hex[:10]}"
     informer: Informer[Process] = Informer(kc, PROCESSES, Process, namespace=namespace)
+    tables: Informer[ProcessTable] = Informer(kc, PROCESS_TABLES, ProcessTable)
     recording = RecordingClient(kc)
     writer = TableStatusWriter(cast(KubeClient, recording), informer.objects, table_name=table_name, interval=2.0)
-    informer.add_handler(writer.notify)
+    controller = writer.watch(tables, informer)
 
     async def counts() -> tuple[int, int, int] | None:
         status = decode_table(await kc.get(PROCESS_TABLES, table_name)).status
@@ -69,7 +71,8 @@ async def test_50_processes_give_exact_counts_in_coalesced_writes(kc: KubeClient
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(informer.run)
-        tg.start_soon(writer.run)
+        tg.start_soon(tables.run)
+        tg.start_soon(controller.run)
         await informer.wait_synced()
         for i in range(50):
             await kc.create(PROCESSES, process_doc(f"p{i}"), namespace)

