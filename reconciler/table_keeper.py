@@ -23,6 +23,7 @@ from typing import Final
 
 import msgspec
 
+from reconciler.reasons import Reason
 from shared.domain import finalizers
 from shared.domain.api.codec import decode_table, wire_decoder
 from shared.domain.api.process import Process
@@ -179,7 +180,8 @@ class TableKeeper:
                        f"past the highest sequence number held ({next_sequence - 1})")
             log.warning("%s", message)
             if self.recorder is not None:
-                await self.recorder.record(PROCESS_TABLES, table, EventType.WARNING, "ProcessTableRecreated", message)
+                await self.recorder.record(PROCESS_TABLES, table, EventType.WARNING, Reason.PROCESS_TABLE_RECREATED,
+                                           message)
         return table, raw
 
     async def in_use(self, table: ProcessTable, cached: Iterable[Process] = ()) -> bool:
@@ -199,5 +201,5 @@ class TableKeeper:
                    f"({holders} do), so no PID is handed out twice")
         log.info("%s", message)
         if self.recorder is not None:
-            await self.recorder.record(PROCESS_TABLES, table, EventType.WARNING, "ProcessTableInUse", message)
+            await self.recorder.record(PROCESS_TABLES, table, EventType.WARNING, Reason.PROCESS_TABLE_IN_USE, message)
         return True

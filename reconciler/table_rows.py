@@ -29,6 +29,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from reconciler.reasons import Reason
 from shared.domain.api.codec import to_wire
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
@@ -98,7 +99,7 @@ def with_table_conditions(status: TableStatusPatch, table: ProcessTable, now: da
     ``Reconciling`` True for one being deleted while Processes still hold PIDs (reason ``Deleting``);
     ``lastTransitionTime`` kept while a condition's status holds (docs/behaviour.md#processtable-status)."""
     deleting = table.metadata.deletion_timestamp is not None
-    reason = "Deleting" if deleting else "Counted"
+    reason = Reason.TABLE_DELETING if deleting else Reason.TABLE_COUNTED
     message = f"{status.process_count} Process(es), {status.ready_count} ready"
     generation = table.metadata.generation
     conditions = kstatus_conditions(
