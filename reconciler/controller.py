@@ -68,7 +68,8 @@ from shared.domain.api.table import PROCESS_TABLE_NAME, ClaimRecord, ProcessTabl
 from shared.domain.group import GROUP
 from shared.domain.manifests.batch import Job, ObservedJob
 from shared.domain.resources import PROCESSES
-from shared.kube.client import KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.errors import Conflict
 from shared.kube.expectations import LAG_REQUEUE_SECONDS, WriteExpectations
@@ -293,7 +294,7 @@ class ProcessReconciler:
         cel: runs the Cel conditions (default: a :class:`~reconciler.cel_runner.CelRunner` with its limits).
     """
 
-    def __init__(self, client: KubeClient, processes: Informer[Process], executor: Executor,
+    def __init__(self, client: KubeApi, processes: Informer[Process], executor: Executor,
                  allocate_pid: PidAllocator, *, heartbeat_seconds: float = 30.0, workers: int = 4,
                  decide: Callable[[Observed], Decision] = decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),

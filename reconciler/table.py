@@ -75,7 +75,7 @@ from shared.domain.api.wire import MergePatch
 from shared.domain.identity import pid_segments
 from shared.domain.kstatus import Truth, kstatus_conditions
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
-from shared.kube.client import KubeClient
+from shared.kube.api import KubeApi
 from shared.kube.errors import ApiError, Conflict, Invalid, NotFound
 from shared.kube.events import EventRecorder, EventType
 from shared.kube.meta import ObjectMeta, as_json
@@ -240,7 +240,7 @@ class TableKeeper:
         recorder: writes the Warning Events; None records none (they are logged either way).
     """
 
-    def __init__(self, client: KubeClient, name: str = PROCESS_TABLE_NAME, *,
+    def __init__(self, client: KubeApi, name: str = PROCESS_TABLE_NAME, *,
                  recorder: EventRecorder | None = None) -> None:
         self.client = client
         self.name = name
@@ -340,7 +340,7 @@ class TableKeeper:
             log.debug("ProcessTable %s moved on before its finalizers were written; next pass", self.name)
 
 
-async def read_table(client: KubeClient, name: str = PROCESS_TABLE_NAME) -> ProcessTable:
+async def read_table(client: KubeApi, name: str = PROCESS_TABLE_NAME) -> ProcessTable:
     """The table ``name`` as stored, recreated past every held PID when missing
     (:meth:`TableKeeper.read`, with no Event recorder).
 
@@ -475,7 +475,7 @@ class TableStatusWriter:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: KubeApi,
         processes: Callable[[], Iterable[Process]],
         *,
         table_name: str = PROCESS_TABLE_NAME,
