@@ -36,7 +36,8 @@ Simplifications (say so in a test that relies on more):
 
 Test controls: :attr:`FakeApi.calls` records every call in order; :attr:`FakeApi.fail` makes a chosen call
 raise; :attr:`FakeApi.before` runs an async hook before each call; :meth:`FakeApi.seed` stores an object as
-it is; :meth:`FakeApi.object` reads one back.
+it is (at a resourceVersion of its own if it names one); :meth:`FakeApi.remove` deletes one outright;
+:meth:`FakeApi.object` reads one back.
 """
 
 from __future__ import annotations
@@ -318,15 +319,33 @@ class FakeApi:
 
     def seed(self, resource: Resource, doc: Mapping[str, Any] | Any) -> Doc:
         """Store ``doc`` as it is (no checks, no hooks; a namespaced one needs ``metadata.namespace``), with a
-        fresh resourceVersion, and a uid / creationTimestamp when it has none; the stored document."""
+        uid / creationTimestamp when it has none; the stored document.
+
+        The resourceVersion is ``doc``'s own when it names one (a test that writes versions as literals; it
+        must be above the object's present one, and later writes continue above it), else a fresh one.
+
+        Raises:
+            ValueError: ``doc`` names a resourceVersion not above the stored object's.
+        """
         body = _decoded(doc)
         meta = body.setdefault("metadata", {})
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", self._timestamp())
         key = _key(resource, meta.get("namespace"), meta["name"])
         old = self._objects.get(key)
-        self._store(key, resource, body, old.doc if old else None, owners=old.owners if old else {})
-        return copy.deepcopy(body)
+        given = meta.get("resourceVersion")
+        if given:
+            if old is not None and int(given) <= int(old.doc["metadata"]["resourceVersion"]):
+                raise ValueError(f"resourceVersion {given} is not above the stored {old.doc['metadata']}")
+            self._version = max(self._version, int(given) - 1)
+        stored = self._store(key, resource, body, old.doc if old else None, owners=old.owners if old else {})
+        if given:
+            self._objects[key].doc["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"] = given
+        return stored
+
+    def remove(self, resource: Resource, name: str, namespace: str | None = None) -> None:
+        """Delete an object outright (finalizers or not; no hooks), as another client's delete would."""
+        self._drop(self._existing(resource, namespace, name))
 
     def object(self, resource: Resource, name: str, namespace: str | None = None) -> Doc | None:
         """The stored document (a copy), None when absent."""
