@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import msgspec
 import pytest
 from anyio import wait_all_tasks_blocked
-from anyio.lowlevel import checkpoint
 
 from reconciler.table import (
     TableKeeper,
@@ -25,9 +24,9 @@ from shared.domain import finalizers
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
 from shared.domain.api.table import ClaimRecord
-from shared.kube.client import KubeClient, Resource
-from shared.kube.errors import NotFound
+from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.meta import as_json
+from tests.support.fake_api import Call, FakeApi
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -111,49 +110,53 @@ def test_ten_thousand_processes_stay_far_below_the_etcd_limit() -> None:
     assert len(msgspec.json.encode(as_json(status))) < 300 * 1024  # 1.5 MiB is etcd's limit
 
 
-class FakeTableClient:
-    """The calls the writer makes, on one in-memory table (and a cluster of ``listed`` Processes)."""
+class FakeTableClient(FakeApi):
+    """The in-memory API server (tests/support/fake_api.py) holding table ``proc`` (unless not ``exists``) and
+    the ``listed`` Processes, read through the table and the writes of it."""
 
     def __init__(self, status: dict[str, Any] | None = None, *, exists: bool = True,
                  listed: Iterable[dict[str, Any]] = ()) -> None:
-        self.table: dict[str, Any] | None = (
-            {"metadata": {"name": "proc"}, "spec": {}, **({"status": status} if status else {})} if exists else None)
-        self.patches: list[dict[str, Any]] = []
-        self.meta_patches: list[dict[str, Any]] = []
-        self.listed = list(listed)
+        super().__init__()
+        if exists:
+            self.table = {"metadata": {"name": "proc"}, "spec": {}, **({"status": status} if status else {})}
+        for doc in listed:
+            self.seed(PROCESSES, doc)
         self.patched = anyio.Event()
+        """Set when a status write of the table is sent."""
 
-    async def list(self, resource: Resource, namespace: str | None = None, **_: Any) -> bytes:
-        await checkpoint()
-        return msgspec.json.encode({"metadata": {}, "items": self.listed})
+        async def status_written(call: Call) -> None:
+            if call.verb == "merge_patch" and call.subresource == "status":
+                self.patched.set()
 
-    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
-        await checkpoint()
-        if self.table is None:
-            raise NotFound(404, "NotFound", "absent")
-        return msgspec.json.encode(self.table)
+        self.before.append(status_written)
 
-    async def create(self, resource: Resource, body: Any, namespace: str | None = None) -> bytes:
-        self.table = body
-        return msgspec.json.encode(body)
+    @property
+    def table(self) -> dict[str, Any] | None:
+        """The stored table (a copy); set it to store another (None: delete it outright)."""
+        return self.object(PROCESS_TABLES, "proc")
 
-    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None,
-                          *, subresource: str | None = None) -> bytes:
-        await checkpoint()
-        if subresource is None:
-            assert self.table is not None
-            self.meta_patches.append(patch)
-            self.table["metadata"]["finalizers"] = patch["metadata"]["finalizers"]
-            return b"{}"
-        assert subresource == "status"
-        self.patches.append(patch)
-        self.patched.set()
-        return b"{}"
+    @table.setter
+    def table(self, doc: dict[str, Any] | None) -> None:
+        if doc is None:
+            self.remove(PROCESS_TABLES, "proc")
+        else:
+            self.seed(PROCESS_TABLES, {**doc, "metadata": {**doc["metadata"], "resourceVersion": None}})
+
+    @property
+    def patches(self) -> list[dict[str, Any]]:
+        """The status merge patches sent, in order."""
+        return [c.body for c in self.calls_of("merge_patch") if c.subresource == "status"]
+
+    @property
+    def meta_patches(self) -> list[dict[str, Any]]:
+        """The merge patches of the table itself (its finalizer), in order."""
+        return [c.body for c in self.calls_of("merge_patch")
+                if c.subresource is None and c.resource.plural == PROCESS_TABLES.plural]
 
 
 def writer(fake: FakeTableClient, procs: Iterable[Process], **kwargs: Any) -> TableStatusWriter:
     snapshot = list(procs)
-    return TableStatusWriter(cast(KubeClient, fake), lambda: snapshot, now=lambda: NOW, **kwargs)
+    return TableStatusWriter(fake, lambda: snapshot, now=lambda: NOW, **kwargs)
 
 
 @pytest.mark.anyio
@@ -205,7 +208,7 @@ def listed_doc(name: str, pid: str) -> dict[str, Any]:
 @pytest.mark.anyio
 async def test_a_missing_table_is_recreated_past_every_listed_pid_with_our_finalizer() -> None:
     fake = FakeTableClient(exists=False, listed=[listed_doc("a", "seph.4"), listed_doc("b", "seph.4.9")])
-    keeper = TableKeeper(cast(KubeClient, fake))
+    keeper = TableKeeper(fake)
     keeper.handed_out(6)
     table = await keeper.read()
     assert table.spec.next_sequence == 10
@@ -243,7 +246,7 @@ def test_table_existed(listed: list[dict[str, Any]], seen: bool, existed: bool) 
 @pytest.mark.anyio
 async def test_a_fresh_install_creates_the_table_past_named_pids_without_calling_it_recreated() -> None:
     fake = FakeTableClient(exists=False, listed=[naming_parent("c", "seph.3")])
-    keeper = TableKeeper(cast(KubeClient, fake))
+    keeper = TableKeeper(fake)
     table = await keeper.read()
     assert table.spec.next_sequence == 4  # still past every number named, so none is handed out twice
     assert keeper.recreated == 0
@@ -256,7 +259,7 @@ async def test_a_fresh_install_creates_the_table_past_named_pids_without_calling
 @pytest.mark.anyio
 async def test_the_finalizer_is_put_on_a_live_table_that_lacks_it() -> None:
     fake = FakeTableClient()
-    keeper = TableKeeper(cast(KubeClient, fake))
+    keeper = TableKeeper(fake)
     await keeper.guard(await keeper.read())
     assert fake.table is not None
     assert fake.table["metadata"]["finalizers"] == [finalizers.TABLE]
@@ -268,11 +271,15 @@ async def test_the_finalizer_is_put_on_a_live_table_that_lacks_it() -> None:
 async def test_a_deleted_table_keeps_its_finalizer_while_a_pid_is_held(listed: list[dict[str, Any]],
                                                                        kept: bool) -> None:
     fake = FakeTableClient(listed=listed)
-    assert fake.table is not None
-    fake.table["metadata"].update(finalizers=["other", finalizers.TABLE], deletionTimestamp="2020-01-01T00:00:00Z")
-    keeper = TableKeeper(cast(KubeClient, fake))
+    deleting = fake.table
+    assert deleting is not None
+    deleting["metadata"].update(finalizers=["other", finalizers.TABLE], deletionTimestamp="2020-01-01T00:00:00Z")
+    fake.table = deleting
+    keeper = TableKeeper(fake)
     await keeper.guard(await keeper.read())
-    assert fake.table["metadata"]["finalizers"] == (["other", finalizers.TABLE] if kept else ["other"])
+    after = fake.table
+    assert after is not None
+    assert after["metadata"]["finalizers"] == (["other", finalizers.TABLE] if kept else ["other"])
 
 
 # ── the claims write (docs/behaviour.md#stable-name-claims) ─────────────────
