@@ -6,7 +6,7 @@ Constructing, closing and instrumenting a client (``connect``, ``close``, ``on_r
 :class:`~shared.kube.client.KubeClient`: only the binaries' entrypoints do that.
 
 Every verb answers the response body as raw JSON bytes and raises the typed errors of
-:mod:`shared.kube.errors` (docs/runtime.md#client).
+:mod:`shared.kube.errors` (docs/runtime.md#client, docs/runtime.md#kube-api).
 """
 
 from __future__ import annotations
