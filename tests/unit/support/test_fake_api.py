@@ -6,16 +6,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
 from shared.kube.api import KubeApi
 from shared.kube.client import CONFIG_MAPS
 from shared.kube.errors import Conflict, NotFound
+from shared.kube.informer import Informer
+from shared.kube.meta import ObjectMeta
 from tests.support.api_semantics import CASES, WIDGETS, Case, cm
 from tests.support.fake_api import FakeApi, json_patch, merge_patch
 
 pytestmark = pytest.mark.anyio
+
+
+class ConfigMap(msgspec.Struct):
+    metadata: ObjectMeta
+    data: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -90,3 +98,28 @@ async def test_request_serves_the_verbs_by_path() -> None:
     with pytest.raises(NotFound):
         await api.request("GET", "/apis")
     assert [c.verb for c in api.calls] == ["create", "get", "replace", "list"]
+
+
+async def test_an_informer_lists_and_watches_the_fake() -> None:
+    # the runtime's own LIST + WATCH (shared/kube/informer.py) over the fake: synced on what is stored, then
+    # each later write, in order, through the watch
+    api = FakeApi()
+    await api.create(CONFIG_MAPS, cm("before", a="1"), "ns")
+    informer: Informer[ConfigMap] = Informer(api, CONFIG_MAPS, ConfigMap, namespace="ns")
+    seen: list[tuple[str, str | None]] = []
+    informer.add_handler(lambda event, old, new: seen.append((event.value, new.metadata.name)))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(informer.run)
+        with anyio.fail_after(5):
+            await informer.wait_synced()
+            await api.create(CONFIG_MAPS, cm("after", a="1"), "ns")
+            await api.merge_patch(CONFIG_MAPS, "before", {"data": {"a": "2"}}, "ns")
+            await api.delete(CONFIG_MAPS, "after", "ns")
+            while len(seen) < 4:
+                await anyio.wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()
+    assert seen == [("ADDED", "before"), ("ADDED", "after"), ("MODIFIED", "before"), ("DELETED", "after")]
+    cached = informer.get("ns/before")
+    assert cached is not None
+    assert cached.data == {"a": "2"}
+    assert informer.get("ns/after") is None
