@@ -29,7 +29,8 @@ from shared.domain.api.receipt import ReceiptEnvelope, ReceiptError, parse_eithe
 from shared.domain.canonical_json import canonical_json
 from shared.domain.resources import PROCESSES
 from shared.domain.rust_text import debug_str
-from shared.kube.client import CONFIG_MAPS, KubeClient
+from shared.kube.api import KubeApi
+from shared.kube.client import CONFIG_MAPS
 from shared.kube.errors import ApiError, NotFound
 from shared.kube.meta import ObjectMeta
 from shared.kube.pager import list_all
@@ -106,7 +107,7 @@ def _decode_configmap(raw: msgspec.Raw) -> ConfigMap | None:
         return None
 
 
-async def _test_report(client: KubeClient, source: TestReportSource, namespace: str) -> Artifact:
+async def _test_report(client: KubeApi, source: TestReportSource, namespace: str) -> Artifact:
     ns = source.namespace or namespace
     where = f"ConfigMap {ns}/{source.configmap}"
     try:
@@ -125,7 +126,7 @@ async def _test_report(client: KubeClient, source: TestReportSource, namespace: 
     raise SourceError(f"testReport: {where} has no key {debug_str(source.key)}")
 
 
-async def read_artifact(client: KubeClient, source: ArtifactVariant, namespace: str, name: str) -> Artifact:
+async def read_artifact(client: KubeApi, source: ArtifactVariant, namespace: str, name: str) -> Artifact:
     """The artifact of ``source`` for the Process ``namespace/name``.
 
     Raises:

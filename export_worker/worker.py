@@ -33,7 +33,8 @@ from shared.domain import annotations as ann
 from shared.domain.api.receipt import ReceiptEnvelope
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.resources import PROCESSES
-from shared.kube.client import CONFIG_MAPS, KubeClient
+from shared.kube.api import KubeApi
+from shared.kube.client import CONFIG_MAPS
 from shared.kube.errors import ApiError, NotFound, ServerError, TooManyRequests
 from shared.kube.events import EventRecorder, EventType
 from shared.kube.patch import apply
@@ -64,7 +65,7 @@ def _transient(err: ApiError) -> bool:
     return err.status == 0 or isinstance(err, ServerError | TooManyRequests)
 
 
-async def write_receipt(client: KubeClient, config: WorkerConfig, envelope: ReceiptEnvelope,
+async def write_receipt(client: KubeApi, config: WorkerConfig, envelope: ReceiptEnvelope,
                         process_ref: str) -> None:
     """Server-side apply the receipt ConfigMap (field manager ``tatara-export-worker``, forced), retrying
     transient failures with backoff (1, 2, 4 s; ``Retry-After`` when the server gives one).
@@ -94,7 +95,7 @@ def skipped_message(config: WorkerConfig, unparsable: tuple[str, ...]) -> str:
             f"were skipped (evidence.skipped_receipts): {names}")
 
 
-async def _announce(client: KubeClient, config: WorkerConfig, outcome: ExportOutcome,
+async def _announce(client: KubeApi, config: WorkerConfig, outcome: ExportOutcome,
                     unparsable: tuple[str, ...] = ()) -> None:
     """An Event on the Process about the outcome, and a Warning ``ReceiptsSkipped`` when some collected
     values did not parse; a Process that is gone (or unreadable) gets none."""
@@ -120,7 +121,7 @@ async def _announce(client: KubeClient, config: WorkerConfig, outcome: ExportOut
                               skipped_message(config, unparsable))
 
 
-async def run_export(client: KubeClient, config: WorkerConfig, *, now: Callable[[], datetime],
+async def run_export(client: KubeApi, config: WorkerConfig, *, now: Callable[[], datetime],
                      out: TextIO) -> ExportRun:
     """Run the export of ``config`` and write its receipt; ``now`` stamps the event and the receipt, ``out``
     is where a stdout channel prints.

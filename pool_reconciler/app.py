@@ -23,7 +23,7 @@ from shared.domain.api.process import Process
 from shared.domain.group import key
 from shared.domain.manifests.batch import ObservedJob
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
-from shared.kube.client import KubeClient
+from shared.kube.api import KubeApi
 from shared.kube.events import EventRecorder
 from shared.kube.leader import default_identity
 from shared.kube.manager import Manager
@@ -35,7 +35,7 @@ REPORTING_CONTROLLER = key("tatara-pool-reconciler")
 """``reportingComponent`` of our Events."""
 
 
-def build(client: KubeClient, config: PoolReconcilerConfig, *, identity: str | None = None,
+def build(client: KubeApi, config: PoolReconcilerConfig, *, identity: str | None = None,
           registry: CollectorRegistry = process_registry, handle_signals: bool = True,
           clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Manager:
     """The pool reconciler's manager, ready to ``await manager.run()``.

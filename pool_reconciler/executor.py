@@ -47,7 +47,8 @@ from pool_reconciler.returns import SeenReturns, return_mark
 from shared.domain.api.allocation import AllocationPhase, EphemeralAllocation
 from shared.domain.api.pool import EphemeralPool
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
-from shared.kube.client import KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.controller import Result
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.events import Event, EventRecorder
@@ -86,7 +87,7 @@ class Executor:
             allocation status write, until that cache shows it (read by the controllers).
     """
 
-    def __init__(self, client: KubeClient, recorder: EventRecorder, metrics: PoolMetrics) -> None:
+    def __init__(self, client: KubeApi, recorder: EventRecorder, metrics: PoolMetrics) -> None:
         self.client = client
         self.recorder = recorder
         self.metrics = metrics

@@ -38,7 +38,8 @@ from shared.domain.api.table import ProcessTable
 from shared.domain.group import key
 from shared.domain.manifests.batch import Job, ObservedJob
 from shared.domain.resources import JOBS, PROCESS_TABLES, PROCESSES
-from shared.kube.client import KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.events import EventRecorder
 from shared.kube.leader import default_identity
@@ -80,7 +81,7 @@ async def watch_rendered_kinds(mapper: RESTMapper, manager: Manager, reconciler:
         reconciler.watch_children(manager.informer(resource, decode_type, namespace=namespace))
 
 
-def build(client: KubeClient, config: ReconcilerConfig, *, identity: str | None = None,
+def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = None,
           registry: CollectorRegistry = process_registry, handle_signals: bool = True,
           clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Manager:
     """The reconciler's manager, ready to ``await manager.run()``.

@@ -94,7 +94,7 @@ from shared.domain.api.table import PROCESS_TABLE_NAME, ClaimRecord, ProcessTabl
 from shared.domain.group import GROUP
 from shared.domain.manifests.batch import Job, ObservedJob
 from shared.domain.resources import PROCESSES
-from shared.kube.client import KubeClient
+from shared.kube.api import KubeApi
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.errors import Conflict
 from shared.kube.expectations import LAG_REQUEUE_SECONDS, Expectations, WriteExpectations
@@ -138,7 +138,7 @@ class ProcessReconciler:
         monotonic: monotonic time of the work queue and of the expectations (default: the process's).
     """
 
-    def __init__(self, client: KubeClient, processes: Informer[Process], executor: Executor,
+    def __init__(self, client: KubeApi, processes: Informer[Process], executor: Executor,
                  allocate_pid: PidAllocator, *, heartbeat_seconds: float = 30.0, workers: int = 4,
                  decide: Callable[[Observed], Decision] = decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),

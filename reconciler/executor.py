@@ -41,7 +41,7 @@ from shared.domain import annotations as ann
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.resources import PROCESSES
-from shared.kube.client import KubeClient
+from shared.kube.api import KubeApi
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.errors import BadRequest, Forbidden, Invalid, NotFound
 from shared.kube.events import EventRecorder
@@ -95,7 +95,7 @@ class Executor:
             (no table writer: the claims are never granted either).
     """
 
-    def __init__(self, client: KubeClient, mapper: RESTMapper, recorder: EventRecorder,
+    def __init__(self, client: KubeApi, mapper: RESTMapper, recorder: EventRecorder,
                  metrics: ProcessMetrics, *, release_claims: ReleaseClaims | None = None) -> None:
         self.release_claims = release_claims
         self.client = client

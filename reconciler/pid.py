@@ -53,7 +53,7 @@ from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTab
 from shared.domain.identity import allocate_pid as format_pid
 from shared.domain.identity import derive_identity, pid_segments
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
-from shared.kube.client import KubeClient
+from shared.kube.api import KubeApi
 from shared.kube.errors import Conflict, Invalid, NotFound
 from shared.kube.meta import ObjectMeta
 from shared.kube.pager import list_all
@@ -165,7 +165,7 @@ def check_limits(spec: ProcessTableSpec, parent: str | None, name: str, children
 _listed_process = listed_process
 
 
-async def _count_children(client: KubeClient, parent: str, process: Process) -> int:
+async def _count_children(client: KubeApi, parent: str, process: Process) -> int:
     """LIST Processes cluster-wide (every page) and count ``parent``'s children."""
     listing = await list_all(client, PROCESSES, _listed_process)
     return children_of(parent, listing.items, exclude=(process.metadata.namespace, process.metadata.name))
@@ -194,7 +194,7 @@ def _guard(table: ProcessTable) -> tuple[str | None, int | None, int]:
     return table.metadata.uid, table.metadata.generation, table.spec.next_sequence
 
 
-async def _bump(client: KubeClient, keeper: TableKeeper, table: ProcessTable, seq: int) -> bytes:
+async def _bump(client: KubeApi, keeper: TableKeeper, table: ProcessTable, seq: int) -> bytes:
     """Win ``seq`` on ``table`` and return the stored table after the bump, or raise
     :class:`_Moved` / :class:`Conflict` / :class:`NotFound`."""
     try:
@@ -223,7 +223,7 @@ class SequenceAllocator:
         rng: uniform [0, 1) numbers for the jitter.
     """
 
-    def __init__(self, client: KubeClient, keeper: TableKeeper, *, children: Children = None,
+    def __init__(self, client: KubeApi, keeper: TableKeeper, *, children: Children = None,
                  backoff: Backoff = ALLOCATION_BACKOFF, rng: Callable[[], float] = random.random) -> None:
         self.client = client
         self.keeper = keeper
@@ -332,7 +332,7 @@ def _after_bump(stored: bytes, table: ProcessTable, seq: int) -> ProcessTable | 
 
 
 async def allocate_pid(
-    client: KubeClient,
+    client: KubeApi,
     process: Process,
     *,
     table_name: str = PROCESS_TABLE_NAME,

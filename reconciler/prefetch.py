@@ -39,7 +39,8 @@ from shared.domain.api.boundary import Condition
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.manifests.batch import JobWaiting, ObservedJob
-from shared.kube.client import EVENTS, KubeClient
+from shared.kube.api import KubeApi
+from shared.kube.client import EVENTS
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.errors import ApiError, NotFound
 
@@ -129,7 +130,7 @@ class Prefetcher:
     runnable) or :meth:`close` closes it.
     """
 
-    def __init__(self, client: KubeClient, mapper: RESTMapper, prometheus_url: str = "",
+    def __init__(self, client: KubeApi, mapper: RESTMapper, prometheus_url: str = "",
                  *, timeout: float = DEFAULT_PROMETHEUS_TIMEOUT) -> None:
         self.client = client
         self.mapper = mapper

@@ -30,7 +30,7 @@ from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable, ProcessTableSpec
 from shared.domain.identity import pid_segments
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
-from shared.kube.client import KubeClient
+from shared.kube.api import KubeApi
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.events import EventRecorder, EventType
 from shared.kube.meta import ObjectMeta, as_json
@@ -119,7 +119,7 @@ class TableKeeper:
         recorder: writes the Warning Events; None records none (they are logged either way).
     """
 
-    def __init__(self, client: KubeClient, name: str = PROCESS_TABLE_NAME, *,
+    def __init__(self, client: KubeApi, name: str = PROCESS_TABLE_NAME, *,
                  recorder: EventRecorder | None = None) -> None:
         self.client = client
         self.name = name

@@ -60,7 +60,7 @@ from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
-from shared.kube.client import KubeClient
+from shared.kube.api import KubeApi
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.errors import ApiError, Conflict, Invalid, NotFound
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
@@ -128,7 +128,7 @@ class TableStatusWriter:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: KubeApi,
         processes: Callable[[], Iterable[Process]],
         *,
         table_name: str = PROCESS_TABLE_NAME,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import msgspec
 
-from shared.kube.client import KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.errors import NotFound
 
 
@@ -30,7 +31,7 @@ class _APIResourceList(msgspec.Struct):
 class RESTMapper:
     """Resolves ``(apiVersion, kind)`` to a :class:`Resource` through discovery, with a cache."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeApi) -> None:
         self.client = client
         self._cache: dict[str, dict[str, Resource]] = {}
 

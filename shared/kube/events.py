@@ -40,7 +40,8 @@ import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from shared.kube.client import EVENTS, KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import EVENTS, Resource
 from shared.kube.errors import AlreadyExists, NotFound
 from shared.kube.meta import as_json
 from shared.kube.ratelimit import TokenBucket
@@ -242,7 +243,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: KubeApi,
         reporting_controller: str,
         reporting_instance: str,
         *,

@@ -24,7 +24,8 @@ from typing import Any, Generic, TypeVar
 import anyio
 import msgspec
 
-from shared.kube.client import KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.controller import Result
 from shared.kube.errors import Conflict, NotFound
 from shared.kube.meta import MetaView, meta_view
@@ -113,7 +114,7 @@ def _require_rv(view: MetaView) -> str:
 
 
 async def _guarded_write(
-    client: KubeClient,
+    client: KubeApi,
     resource: Resource,
     namespace: str | None,
     name: str,
@@ -147,7 +148,7 @@ async def _guarded_write(
 
 
 async def add_finalizer(
-    client: KubeClient,
+    client: KubeApi,
     resource: Resource,
     namespace: str | None,
     name: str,
@@ -173,7 +174,7 @@ async def add_finalizer(
     return await _added(client, resource, namespace, name, finalizer, current, retry) is not None
 
 
-async def _added(client: KubeClient, resource: Resource, namespace: str | None, name: str, finalizer: str,
+async def _added(client: KubeApi, resource: Resource, namespace: str | None, name: str, finalizer: str,
                  current: Any, retry: Backoff) -> bytes | None:
     def compose(view: MetaView) -> dict[str, object] | None:
         return add_finalizer_patch(view, finalizer)
@@ -182,7 +183,7 @@ async def _added(client: KubeClient, resource: Resource, namespace: str | None, 
 
 
 async def remove_finalizer(
-    client: KubeClient,
+    client: KubeApi,
     resource: Resource,
     namespace: str | None,
     name: str,
@@ -236,7 +237,7 @@ class Outcome:
 
 
 async def finalize(
-    client: KubeClient,
+    client: KubeApi,
     resource: Resource,
     finalizer: str,
     obj: T,

@@ -34,7 +34,8 @@ from typing import Generic, TypeVar
 import anyio
 import msgspec
 
-from shared.kube.client import KubeClient, Resource, WatchBroken, WatchEvent, WatchStalled
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource, WatchBroken, WatchEvent, WatchStalled
 from shared.kube.errors import ApiError, Gone, NotFound, status_error
 from shared.kube.meta import KubeObject
 from shared.kube.pager import DEFAULT_PAGE_SIZE, list_all
@@ -100,7 +101,7 @@ class Informer(Generic[T]):
     """Cache and change feed for one resource (optionally one namespace / label selector).
 
     Args:
-        client: the shared :class:`KubeClient`.
+        client: the API (the shared :class:`~shared.kube.client.KubeClient`).
         resource: what to list and watch.
         decode_type: msgspec Struct type of one object (declare only the fields you need;
             unknown fields such as ``managedFields`` are dropped).
@@ -118,7 +119,7 @@ class Informer(Generic[T]):
 
     def __init__(
         self,
-        client: KubeClient,
+        client: KubeApi,
         resource: Resource,
         decode_type: type[T],
         *,

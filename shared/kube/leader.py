@@ -38,7 +38,8 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from shared.kube.client import LEASES, KubeClient
+from shared.kube.api import KubeApi
+from shared.kube.client import LEASES
 from shared.kube.errors import ApiError, Conflict, NotFound
 from shared.kube.meta import ObjectMeta
 from shared.kube.metrics import RuntimeMetrics, runtime_metrics
@@ -298,7 +299,7 @@ class LeaderElector:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: KubeApi,
         name: str,
         namespace: str,
         *,

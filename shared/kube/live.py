@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from shared.kube.client import KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.errors import NotFound
 from shared.kube.meta import KubeObject
 
@@ -37,7 +38,7 @@ class Basis(Generic[T, D]):
 
 
 async def decide_on_live(
-    client: KubeClient,
+    client: KubeApi,
     resource: Resource,
     cached: T,
     decide: Callable[[T], D],

@@ -22,7 +22,8 @@ from typing import Any
 
 import anyio
 
-from shared.kube.client import KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.controller import Controller
 from shared.kube.health import HealthServer
 from shared.kube.informer import Informer
@@ -47,7 +48,7 @@ class Manager:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: KubeApi,
         *,
         health: HealthServer | None = None,
         elector: LeaderElector | None = None,
@@ -75,7 +76,7 @@ class Manager:
     @classmethod
     def configured(
         cls,
-        client: KubeClient,
+        client: KubeApi,
         *,
         health: tuple[str, int] | None,
         lease: LeaseOptions | None,

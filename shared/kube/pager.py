@@ -16,7 +16,8 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from shared.kube.client import KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.errors import Gone
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Listing", "list_all"]
@@ -51,7 +52,7 @@ class Listing(Generic[T]):
 
 
 async def list_all(
-    client: KubeClient,
+    client: KubeApi,
     resource: Resource,
     decode: Callable[[msgspec.Raw], T | None],
     namespace: str | None = None,

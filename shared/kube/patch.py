@@ -25,7 +25,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from shared.kube.client import KubeClient, Resource
+from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.errors import AlreadyExists, NotFound
 from shared.kube.meta import ObjectRef, as_json, meta_view
 
@@ -66,7 +67,7 @@ def annotation_changes(current: Mapping[str, str] | None, changes: Mapping[str, 
 
 
 async def patch_annotations(
-    client: KubeClient, resource: Resource, obj_or_ref: Any, changes: Mapping[str, str | None]
+    client: KubeApi, resource: Resource, obj_or_ref: Any, changes: Mapping[str, str | None]
 ) -> bytes | None:
     """Set (``str``) or strip (``None``) annotations by JSON merge patch; other keys are left alone.
 
@@ -154,7 +155,7 @@ def status_changes(current: Any, status_patch: Mapping[str, Any]) -> bool:
 
 
 async def patch_status(
-    client: KubeClient,
+    client: KubeApi,
     resource: Resource,
     namespace: str | None,
     name: str,
@@ -216,7 +217,7 @@ def apply_target(resource: Resource, obj: Any) -> tuple[str | None, str, dict[st
 
 
 async def apply(
-    client: KubeClient, resource: Resource, obj: Any, *, field_manager: str, force: bool = True
+    client: KubeApi, resource: Resource, obj: Any, *, field_manager: str, force: bool = True
 ) -> bytes:
     """Server-side apply ``obj`` as ``field_manager`` (``force`` takes over conflicting fields).
 
@@ -238,7 +239,7 @@ async def apply(
 
 
 async def get_or_create(
-    client: KubeClient, resource: Resource, name: str, body: Any, namespace: str | None = None
+    client: KubeApi, resource: Resource, name: str, body: Any, namespace: str | None = None
 ) -> bytes:
     """The object ``name`` as it is, creating it from ``body`` (JSON data or a value :func:`as_json`
     encodes) when absent; a concurrent creator's copy wins (409 AlreadyExists → read it).

@@ -39,6 +39,7 @@ from shared.domain.resources import (
     PROCESS_TABLES,
     PROCESSES,
 )
+from shared.kube.api import KubeApi
 from shared.kube.client import KubeClient, Resource
 from shared.kube.errors import ApiError, Conflict, NotFound
 from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, pool_doc
@@ -192,7 +193,7 @@ async def retried(call: Callable[[], Awaitable[bytes]], *, what: str) -> bytes:
     return await wait_for(attempt, timeout=60, interval=0.5, what=what)
 
 
-async def items(kc: KubeClient, resource: Resource, ns: str | None) -> list[dict[str, Any]]:
+async def items(kc: KubeApi, resource: Resource, ns: str | None) -> list[dict[str, Any]]:
     raw = await retried(lambda: kc.list(resource, ns), what=f"a LIST of {resource.plural}")
     listed: list[dict[str, Any]] = msgspec.json.decode(raw)["items"]
     return listed
@@ -207,7 +208,7 @@ def burst_documents(ns: str, processes: Sequence[str], allocations: Sequence[str
     return docs
 
 
-async def create(kc: KubeClient, resource: Resource, body: dict[str, Any], ns: str) -> None:
+async def create(kc: KubeApi, resource: Resource, body: dict[str, Any], ns: str) -> None:
     """Create ``body``, through a restarting API server (:func:`retried`); one that a lost answer did
     create already (409) is fine."""
     with contextlib.suppress(Conflict):
@@ -219,7 +220,7 @@ def sequence(pid: str) -> int:
     return int(pid.rsplit(".", 1)[1])
 
 
-async def snapshot(kc: KubeClient, ns: str) -> dict[str, Any] | None:
+async def snapshot(kc: KubeApi, ns: str) -> dict[str, Any] | None:
     """The namespace's Processes and allocations (by name) and the pool, read one after the other
     (three requests, so not one instant); None while the pool does not exist."""
     procs = {p["metadata"]["name"]: p for p in await items(kc, PROCESSES, ns)}
@@ -250,7 +251,7 @@ def versions(state: dict[str, Any]) -> dict[tuple[str, str], str]:
     return out
 
 
-async def converged(kc: KubeClient, ns: str, processes: Sequence[str], allocations: Sequence[str]) -> dict[str, Any]:
+async def converged(kc: KubeApi, ns: str, processes: Sequence[str], allocations: Sequence[str]) -> dict[str, Any]:
     """Wait until every named Process is Attested, every allocation Bound and the pool Steady, with every
     member Attested; return what was read, as one consistent view.
 
@@ -271,7 +272,7 @@ async def converged(kc: KubeClient, ns: str, processes: Sequence[str], allocatio
     return await wait_for(probe, timeout=CONVERGE, interval=0.5, what="every object in its expected phase")
 
 
-async def check_invariants(kc: KubeClient, ns: str, processes: Sequence[str], allocations: Sequence[str],
+async def check_invariants(kc: KubeApi, ns: str, processes: Sequence[str], allocations: Sequence[str],
                            *, note: str) -> None:
     """The module docstring's invariants; ``note`` (the seed and the faults done) prefixes every failure."""
     state = await converged(kc, ns, processes, allocations)

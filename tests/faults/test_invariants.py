@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import TypeVar
 
 import msgspec
 import pytest
@@ -32,6 +32,7 @@ from shared.kube.client import KubeClient, Resource
 from shared.kube.events import EventRecorder
 from tests.faults.harness import check_claims, converged
 from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, pool_doc
+from tests.support.wrapped_api import WrappedApi
 
 pytestmark = pytest.mark.anyio
 
@@ -40,24 +41,26 @@ ALLOCS = ["a0", "a1"]
 T = TypeVar("T", Process, EphemeralAllocation)
 
 
-class BindBetweenReads:
+class BindBetweenReads(WrappedApi):
     """A client for the check that runs ``bind`` once, right after the first Process LIST in ``ns``
     has been answered (and before its answer is handed back): the next reads see the bind, that one
-    does not. Only ``list`` and ``get`` are used by the check."""
+    does not."""
 
     def __init__(self, kc: KubeClient, ns: str, bind: Callable[[], Awaitable[None]]) -> None:
-        self.kc, self.ns, self.bind = kc, ns, bind
+        super().__init__(kc)
+        self.ns, self.bind = ns, bind
         self.done = False
 
-    async def list(self, resource: Resource, namespace: str | None = None, **query: Any) -> bytes:
-        raw = await self.kc.list(resource, namespace, **query)
+    async def list(self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None,
+                   field_selector: str | None = None, limit: int | None = None, continue_: str | None = None,
+                   resource_version: str | None = None, request_timeout: float | None = None) -> bytes:
+        raw = await super().list(resource, namespace, label_selector=label_selector, field_selector=field_selector,
+                                 limit=limit, continue_=continue_, resource_version=resource_version,
+                                 request_timeout=request_timeout)
         if resource == PROCESSES and namespace == self.ns and not self.done:
             self.done = True
             await self.bind()
         return raw
-
-    async def get(self, resource: Resource, name: str, namespace: str | None = None, **query: Any) -> bytes:
-        return await self.kc.get(resource, name, namespace, **query)
 
 
 async def a_settled_pool(kc: KubeClient, ns: str) -> tuple[EphemeralPool, list[Process]]:
@@ -108,7 +111,7 @@ async def test_a_bind_landing_while_the_check_reads_is_not_judged_torn(admin: Ku
         bound.append(await bind(admin, ns, "a1"))
 
     racing = BindBetweenReads(admin, ns, bind_a1)
-    state = await converged(cast(KubeClient, racing), ns, [], ALLOCS)
+    state = await converged(racing, ns, [], ALLOCS)
 
     assert racing.done
     assert bound

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import anyio
 import msgspec
@@ -21,6 +21,7 @@ from shared.kube.client import EVENTS, KubeClient, Resource
 from shared.kube.errors import Conflict, Invalid, NotFound
 from tests.integration.reconciler.conftest import reconciler_running
 from tests.support.kube import wait_for
+from tests.support.wrapped_api import WrappedApi
 
 pytestmark = pytest.mark.anyio
 
@@ -172,25 +173,16 @@ async def test_a_deleted_table_is_kept_while_pids_are_held_and_recreated_past_th
 # ── the status writer does not fight the bump (issue 13, item 7) ───────────────────────────────
 
 
-class StatusBetweenReadAndBump:
+class StatusBetweenReadAndBump(WrappedApi):
     """The allocator's client: before every bump of the sequence it lets the table's status writer write
     (the worst interleaving for a resourceVersion-guarded bump, made deterministic), and counts the bumps
     the API server refused (409 Conflict, or 422 for a failed compare-and-swap test)."""
 
     def __init__(self, client: KubeClient, write_status: Callable[[], Awaitable[object]]) -> None:
-        self.client = client
+        super().__init__(client)
         self.write_status = write_status
         self.bumps = 0
         self.refused = 0
-
-    async def get(self, *args: Any, **kwargs: Any) -> bytes:
-        return await self.client.get(*args, **kwargs)
-
-    async def list(self, *args: Any, **kwargs: Any) -> bytes:
-        return await self.client.list(*args, **kwargs)
-
-    async def create(self, *args: Any, **kwargs: Any) -> bytes:
-        return await self.client.create(*args, **kwargs)
 
     async def _bump(self, send: Callable[[], Awaitable[bytes]]) -> bytes:
         self.bumps += 1
@@ -201,16 +193,22 @@ class StatusBetweenReadAndBump:
             self.refused += 1
             raise
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> bytes:
-        if method == "PATCH" and kwargs.get("content_type") == JSON_PATCH:
-            return await self._bump(lambda: self.client.request(method, path, **kwargs))
-        return await self.client.request(method, path, **kwargs)
+    async def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                      body: bytes | None = None, content_type: str | None = None,
+                      request_timeout: float | None = None) -> bytes:
+        def send() -> Awaitable[bytes]:
+            return super(StatusBetweenReadAndBump, self).request(
+                method, path, query=query, body=body, content_type=content_type, request_timeout=request_timeout)
+
+        if method == "PATCH" and content_type == JSON_PATCH:
+            return await self._bump(send)
+        return await send()
 
     async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None,
                           *, subresource: str | None = None) -> bytes:
         if resource == PROCESS_TABLES and subresource is None and "spec" in patch:
-            return await self._bump(lambda: self.client.merge_patch(resource, name, patch, namespace))
-        return await self.client.merge_patch(resource, name, patch, namespace, subresource=subresource)
+            return await self._bump(lambda: self.inner.merge_patch(resource, name, patch, namespace))
+        return await self.inner.merge_patch(resource, name, patch, namespace, subresource=subresource)
 
 
 async def test_status_writes_between_every_read_and_bump_refuse_no_bump(kc: KubeClient, tname: str) -> None:
@@ -223,7 +221,7 @@ async def test_status_writes_between_every_read_and_bump_refuse_no_bump(kc: Kube
         assert await writer.flush() is True
 
     client = StatusBetweenReadAndBump(kc, write_status)
-    pids = [await allocate_pid(cast(KubeClient, client), process(f"p{i}"), table_name=tname) for i in range(20)]
+    pids = [await allocate_pid(client, process(f"p{i}"), table_name=tname) for i in range(20)]
 
     assert writer.writes == client.bumps == 20  # every bump had a status write after its read
     assert client.refused == 0
@@ -249,7 +247,7 @@ async def test_one_allocator_serialises_its_bumps_and_reads_the_table_once(kc: K
         await writer.flush()
 
     client = StatusBetweenReadAndBump(kc, write_status)
-    allocator = SequenceAllocator(cast(KubeClient, client), TableKeeper(cast(KubeClient, client), tname))
+    allocator = SequenceAllocator(client, TableKeeper(client, tname))
     first = await held(kc) + 1
     pids: list[str] = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import pytest
@@ -18,6 +18,7 @@ from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.client import KubeClient, Resource
 from shared.kube.informer import Informer
 from tests.support.kube import wait_for
+from tests.support.wrapped_api import WrappedApi
 
 pytestmark = pytest.mark.anyio
 
@@ -27,27 +28,18 @@ def process_doc(name: str) -> dict[str, Any]:
                      "intent": {"nix": {"flakeRef": "github:pleme-io/k8s", "attribute": "obs"}}}}
 
 
-class RecordingClient:
+class RecordingClient(WrappedApi):
     """The writer's client, recording the body of every ProcessTable status patch it sends."""
 
     def __init__(self, client: KubeClient) -> None:
-        self.client = client
+        super().__init__(client)
         self.status_patches: list[dict[str, Any]] = []
-
-    async def get(self, *args: Any, **kwargs: Any) -> bytes:
-        return await self.client.get(*args, **kwargs)
-
-    async def create(self, *args: Any, **kwargs: Any) -> bytes:
-        return await self.client.create(*args, **kwargs)
-
-    async def list(self, *args: Any, **kwargs: Any) -> bytes:
-        return await self.client.list(*args, **kwargs)
 
     async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None,
                           *, subresource: str | None = None) -> bytes:
         if resource == PROCESS_TABLES and subresource == "status":  # (the finalizer write is not recorded)
             self.status_patches.append(patch)
-        return await self.client.merge_patch(resource, name, patch, namespace, subresource=subresource)
+        return await self.inner.merge_patch(resource, name, patch, namespace, subresource=subresource)
 
 
 def compared(patch: dict[str, Any]) -> tuple[Any, ...]:
@@ -60,7 +52,7 @@ async def test_50_processes_give_exact_counts_in_coalesced_writes(kc: KubeClient
     informer: Informer[Process] = Informer(kc, PROCESSES, Process, namespace=namespace)
     tables: Informer[ProcessTable] = Informer(kc, PROCESS_TABLES, ProcessTable)
     recording = RecordingClient(kc)
-    writer = TableStatusWriter(cast(KubeClient, recording), informer.objects, table_name=table_name, interval=2.0)
+    writer = TableStatusWriter(recording, informer.objects, table_name=table_name, interval=2.0)
     controller = writer.watch(tables, informer)
 
     async def counts() -> tuple[int, int, int] | None:

@@ -4,7 +4,6 @@ reconcile's retry timing can be driven without waiting."""
 from __future__ import annotations
 
 import random
-from typing import cast
 
 import anyio
 import msgspec
@@ -12,13 +11,14 @@ import pytest
 from anyio import wait_all_tasks_blocked
 from prometheus_client import CollectorRegistry
 
-from shared.kube.client import CONFIG_MAPS, KubeClient
+from shared.kube.client import CONFIG_MAPS
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.informer import Informer
 from shared.kube.meta import ObjectMeta
 from shared.kube.metrics import RuntimeMetrics
 from shared.kube.workqueue import ItemExponentialBackoff
 from tests.support.clock import FakeClock
+from tests.support.fake_api import FakeApi
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +34,7 @@ async def _reconcile(request: Request) -> Result:
 async def test_a_retry_waits_on_the_injected_clock_for_the_injected_limiters_delay() -> None:
     clock = FakeClock()
     limiter: ItemExponentialBackoff[Request] = ItemExponentialBackoff(base=5.0, cap=5.0)
-    informer: Informer[_Obj] = Informer(cast(KubeClient, object()), CONFIG_MAPS, _Obj, rng=random.Random(1))
+    informer: Informer[_Obj] = Informer(FakeApi(), CONFIG_MAPS, _Obj, rng=random.Random(1))
     controller = Controller("c", informer, _reconcile, clock=clock, rate_limiter=limiter,
                             metrics=RuntimeMetrics(CollectorRegistry()))
     key = Request("ns", "a")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
 
-from shared.kube.client import CONFIG_MAPS, Resource
+from shared.kube.client import CONFIG_MAPS
 from shared.kube.errors import Conflict
 from shared.kube.finalizer import (
     DEFAULT_RETRY,
@@ -20,6 +19,7 @@ from shared.kube.finalizer import (
 )
 from shared.kube.meta import MetaView
 from shared.kube.ratelimit import Backoff
+from tests.support.fake_api import Call, FakeApi
 
 OTHER = "example.com/other"
 OURS = "example.com/ours-finalizer"
@@ -141,28 +141,23 @@ def test_default_retry_is_client_go_default_retry() -> None:
     assert list(DEFAULT_RETRY.delays(lambda: 1.0)) == pytest.approx([0.011] * 4)
 
 
-class _AlwaysConflicting:
-    """A stand-in client whose every PATCH loses the race; GET returns a fresh version each time."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
-        self.calls.append("GET")
-        version = str(len(self.calls))
-        return msgspec.json.encode({"metadata": {"name": name, "resourceVersion": version, "finalizers": [OTHER]}})
-
-    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None) -> bytes:
-        self.calls.append("PATCH")
-        raise Conflict(409, "Conflict", "the object has been modified")
-
-
 @pytest.mark.anyio
 async def test_a_finalizer_write_gives_up_with_conflict_after_the_retry_steps() -> None:
-    client = _AlwaysConflicting()
+    api = FakeApi()
+    api.seed(CONFIG_MAPS, {"metadata": {"name": "obj", "namespace": "ns", "finalizers": [OTHER]}})
+
+    async def another_writer_first(call: Call) -> None:  # every guarded PATCH loses the race
+        if call.verb == "merge_patch":
+            stored = api.object(CONFIG_MAPS, "obj", "ns")
+            assert stored is not None
+            api.seed(CONFIG_MAPS, {**stored, "metadata": {**stored["metadata"], "resourceVersion": None,
+                                                          "labels": {"n": str(len(api.calls))}}})
+
+    api.before.append(another_writer_first)
     policy = Backoff(initial=0.0, factor=1.0, steps=3)
     with pytest.raises(Conflict):
-        await add_finalizer(client, CONFIG_MAPS, "ns", "obj", OURS, retry=policy)  # type: ignore[arg-type]
-    assert client.calls == ["GET", "PATCH"] * 3
-
-
+        await add_finalizer(api, CONFIG_MAPS, "ns", "obj", OURS, retry=policy)
+    assert [c.verb for c in api.calls] == ["get", "merge_patch"] * 3
+    stored = api.object(CONFIG_MAPS, "obj", "ns")
+    assert stored is not None
+    assert stored["metadata"]["finalizers"] == [OTHER]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import random
-from typing import cast
 
 import msgspec
 
-from shared.kube.client import CONFIG_MAPS, KubeClient
+from shared.kube.client import CONFIG_MAPS
 from shared.kube.informer import MIN_WATCH_TIMEOUT, WATCH_DEADLINE_GRACE, Informer
 from shared.kube.meta import ObjectMeta
+from tests.support.fake_api import FakeApi
 
 
 class _Obj(msgspec.Struct):
@@ -17,7 +17,7 @@ class _Obj(msgspec.Struct):
 
 
 def _informer(inactivity_timeout: float | None = None) -> Informer[_Obj]:
-    return Informer(cast(KubeClient, object()), CONFIG_MAPS, _Obj, inactivity_timeout=inactivity_timeout,
+    return Informer(FakeApi(), CONFIG_MAPS, _Obj, inactivity_timeout=inactivity_timeout,
                     rng=random.Random(7))
 
 

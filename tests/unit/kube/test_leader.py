@@ -9,7 +9,6 @@ since its last successful renewal; takeover increments leaseTransitions; release
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
-from typing import cast
 
 import anyio
 import anyio.lowlevel
@@ -17,8 +16,7 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
-from shared.kube.client import KubeClient
-from shared.kube.errors import AlreadyExists, Conflict, NotFound
+from shared.kube.client import LEASES
 from shared.kube.leader import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,
@@ -36,6 +34,7 @@ from shared.kube.leader import (
     released_spec,
 )
 from shared.kube.metrics import RuntimeMetrics
+from tests.support.fake_api import FakeApi
 
 ME = "me_1"
 OTHER = "other_2"
@@ -219,40 +218,28 @@ def test_lease_duration_seconds_rounds_up_so_others_never_wait_less() -> None:
 # --- LeaderElector.run against an in-memory Lease endpoint --------------------------------------------------
 
 
-class FakeLeaseApi:
-    """The Lease endpoints of an API server for one Lease: GET, POST, and PUT guarded by resourceVersion."""
+class FakeLeaseApi(FakeApi):
+    """The in-memory API server (tests/support/fake_api.py), read through the one Lease the tests use."""
 
-    def __init__(self) -> None:
-        self.lease: Lease | None = None
-        self.writes: list[tuple[str, LeaseSpec]] = []
-        self._rv = 0
+    @property
+    def lease(self) -> Lease | None:
+        stored = self.object(LEASES, "lease", "ns")
+        return msgspec.convert(stored, Lease) if stored is not None else None
 
-    def store(self, lease: Lease) -> bytes:
-        self._rv += 1
-        self.lease = msgspec.structs.replace(
-            lease, metadata=msgspec.structs.replace(lease.metadata, resource_version=str(self._rv)))
-        return msgspec.json.encode(self.lease)
+    @property
+    def writes(self) -> list[tuple[str, LeaseSpec]]:
+        """(POST or PUT, the spec sent) of every Lease write the server accepted or refused, in order."""
+        return [({"create": "POST", "replace": "PUT"}[c.verb], msgspec.convert(c.body["spec"], LeaseSpec))
+                for c in self.calls if c.verb in ("create", "replace")]
 
-    async def request(self, method: str, path: str, *, body: bytes | None = None,
-                      request_timeout: float | None = None) -> bytes:
-        await anyio.lowlevel.checkpoint()
-        if method == "GET":
-            if self.lease is None:
-                raise NotFound(404, "NotFound", path)
-            return msgspec.json.encode(self.lease)
-        assert body is not None
-        lease = msgspec.json.decode(body, type=Lease)
-        if method == "POST" and self.lease is not None:
-            raise AlreadyExists(409, "AlreadyExists", path)
-        if method == "PUT" and (self.lease is None or
-                                lease.metadata.resource_version != self.lease.metadata.resource_version):
-            raise Conflict(409, "Conflict", path)
-        self.writes.append((method, lease.spec))
-        return self.store(lease)
+    def store(self, lease: Lease) -> None:
+        """Another client's write of ``lease`` (at a new resourceVersion)."""
+        self.seed(LEASES, msgspec.structs.replace(
+            lease, metadata=msgspec.structs.replace(lease.metadata, resource_version=None)))
 
 
 def fake_elector(api: FakeLeaseApi, registry: CollectorRegistry) -> LeaderElector:
-    return LeaderElector(cast(KubeClient, api), "lease", "ns", identity=ME, timing=LeaseTiming(3.0, 2.0, 0.5),
+    return LeaderElector(api, "lease", "ns", identity=ME, timing=LeaseTiming(3.0, 2.0, 0.5),
                          metrics=RuntimeMetrics(registry))
 
 

@@ -1,68 +1,37 @@
-"""A recording stand-in for :class:`shared.kube.client.KubeClient`: GET answers from a table of stored
-objects, every write is recorded in order (verb, plural/name[/subresource], body) and answered with the
-stored object (or ``{}``); chosen calls can be made to raise."""
+"""The pool reconciler tests' API server: the in-memory one of tests/support/fake_api.py, holding the objects a
+test stores, with the writes read back in order as ``(verb, <plural>/<name>[/<subresource>])``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-import msgspec
+from shared.domain.api.codec import to_wire
+from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS, PROCESSES
+from shared.kube.client import EVENTS
+from shared.kube.errors import ApiError
+from tests.support.fake_api import FakeApi
 
-from shared.kube.client import KubeClient, Resource
-from shared.kube.errors import NotFound
-
-
-@dataclass
-class Call:
-    verb: str
-    path: str
-    body: Any = None
+KINDS = (PROCESSES, EPHEMERAL_POOLS, EPHEMERAL_ALLOCATIONS, JOBS, EVENTS)
+RESOURCES = {r.plural: r for r in KINDS}
+BY_KIND = {r.kind: r for r in KINDS}
+READS = ("get", "list", "watch")
 
 
-@dataclass
-class FakeClient:
-    objects: dict[str, Any] = field(default_factory=dict)
-    """``<plural>/<name>`` → the JSON document GET (and a patch of it) answers."""
-    fail: dict[tuple[str, str], Exception] = field(default_factory=dict)
-    """``(verb, path)`` → the error that call raises."""
-    calls: list[Call] = field(default_factory=list)
+class FakeClient(FakeApi):
+    """``objects``: ``<plural>/<name>`` → the stored document (its namespace and resourceVersion its own);
+    ``stored``: Processes, pools or allocations stored as they are; ``fail``: ``(verb, path)`` → the error
+    that call raises (see :attr:`FakeApi.fail`)."""
 
-    def as_client(self) -> KubeClient:
-        return cast(KubeClient, self)
+    def __init__(self, objects: dict[str, Any] | None = None, *, stored: tuple[Any, ...] = (),
+                 fail: dict[tuple[str, str], ApiError] | None = None) -> None:
+        super().__init__()
+        for key, doc in (objects or {}).items():
+            self.seed(RESOURCES[key.split("/")[0]], doc)
+        for obj in stored:
+            self.seed(BY_KIND[type(obj).__name__], to_wire(obj))
+        self.fail.update(fail or {})
 
     @property
     def writes(self) -> list[tuple[str, str]]:
-        return [(c.verb, c.path) for c in self.calls if c.verb != "get"]
-
-    def _answer(self, verb: str, path: str, body: Any, key: str) -> bytes:
-        self.calls.append(Call(verb, path, body))
-        error = self.fail.get((verb, path))
-        if error is not None:
-            raise error
-        return msgspec.json.encode(self.objects.get(key, {}))
-
-    async def get(self, resource: Resource, name: str, namespace: str | None = None, **_: Any) -> bytes:
-        key = f"{resource.plural}/{name}"
-        if key not in self.objects:
-            self.calls.append(Call("get", key))
-            raise NotFound(404, "NotFound", f"{key} not found")
-        return self._answer("get", key, None, key)
-
-    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None,
-                          **options: Any) -> bytes:
-        key = f"{resource.plural}/{name}"
-        path = f"{key}/{options['subresource']}" if options.get("subresource") else key
-        return self._answer("patch", path, patch, key)
-
-    async def create(self, resource: Resource, body: Any, namespace: str | None = None, **_: Any) -> bytes:
-        doc = msgspec.json.decode(body) if isinstance(body, bytes) else body
-        return self._answer("create", f"{resource.plural}/{doc['metadata']['name']}", doc, "")
-
-    async def delete(self, resource: Resource, name: str, namespace: str | None = None, **options: Any) -> bytes:
-        """Recorded with its preconditions (``uid`` / ``resource_version`` given) as the body."""
-        preconditions = {k: v for k, v in options.items() if k in ("uid", "resource_version") and v}
-        return self._answer("delete", f"{resource.plural}/{name}", preconditions or None, "")
-
-    async def apply(self, resource: Resource, name: str, obj: Any, namespace: str | None = None, **_: Any) -> bytes:
-        return self._answer("apply", f"{resource.plural}/{name}", obj, "")
+        """(verb, path) of every call that is not a read, in order."""
+        return [(c.verb, c.path) for c in self.calls if c.verb not in READS]

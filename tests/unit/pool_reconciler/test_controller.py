@@ -24,7 +24,7 @@ from pool_reconciler.patches import AllocationStatusPatch, annotate
 from shared.domain import annotations as ann
 from shared.domain import finalizers as fin
 from shared.domain.api.allocation import AllocationPhase, EphemeralAllocation
-from shared.domain.api.codec import to_wire
+from shared.domain.api.codec import convert, to_wire
 from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process
 from shared.domain.manifests.batch import ObservedJob
@@ -54,7 +54,7 @@ def test_other_decisions_need_no_extra_read() -> None:
 
 
 def _executor(client: FakeClient) -> Executor:
-    kc = client.as_client()
+    kc = client
     metrics = PoolMetrics(CollectorRegistry(), list, list, list)
     return Executor(kc, EventRecorder(kc, "test", "test"), metrics)
 
@@ -65,7 +65,7 @@ def _cache(informer: Informer[T], *objects: T) -> None:
 
 
 def _allocations(client: FakeClient, cached: EphemeralAllocation, members: list[Process]) -> AllocationReconciler:
-    kc = client.as_client()
+    kc = client
     allocations = Informer(kc, EPHEMERAL_ALLOCATIONS, EphemeralAllocation)
     pools = Informer(kc, EPHEMERAL_POOLS, EphemeralPool)
     processes = Informer(kc, PROCESSES, Process)
@@ -77,7 +77,7 @@ def _allocations(client: FakeClient, cached: EphemeralAllocation, members: list[
 
 
 def _pools(client: FakeClient, cached: EphemeralPool, members: list[Process]) -> PoolReconciler:
-    kc = client.as_client()
+    kc = client
     pools, processes = Informer(kc, EPHEMERAL_POOLS, EphemeralPool), Informer(kc, PROCESSES, Process)
     reconciler = PoolReconciler(pools, processes, Informer(kc, JOBS, ObservedJob), _executor(client), clock=lambda: NOW)
     _cache(pools, cached)
@@ -114,10 +114,11 @@ async def test_a_stale_cache_after_our_own_bind_writes_nothing_again() -> None:
 @pytest.mark.anyio
 async def test_an_up_to_date_cache_binds_as_decided_guarding_the_status_with_its_version() -> None:
     cached = alloc(status={"phase": "Queued", "message": "waiting"}, rv="4")
-    client = FakeClient({"ephemeralallocations/alloc-1": _stored(cached, "4")})
+    client = FakeClient({"ephemeralallocations/alloc-1": _stored(cached, "4")}, stored=(member("m1"),))
     reconciler = _allocations(client, cached, [member("m1")])
     await reconciler.reconcile(Request("pools", "alloc-1"))
-    assert client.writes[:2] == [("patch", "processes/m1"), ("patch", "ephemeralallocations/alloc-1/status")]
+    assert client.writes[:2] == [("merge_patch", "processes/m1"),
+                                 ("merge_patch", "ephemeralallocations/alloc-1/status")]
     status = client.calls[2].body
     assert (status["status"]["phase"], status["metadata"]) == ("Bound", {"resourceVersion": "4"})
     assert [c.verb for c in client.calls].count("get") == 1
@@ -135,7 +136,7 @@ async def test_an_allocation_gone_since_it_was_cached_is_left_alone() -> None:
 async def test_a_cache_behind_our_own_queued_write_writes_it_no_second_time() -> None:
     # issue 28: the finalizer's watch event woke a second pass on the cache of before the Queued write
     cached = alloc(finalizer=False, rv="1")
-    client = FakeClient({"ephemeralallocations/alloc-1": _stored(alloc(), "3")})
+    client = FakeClient(stored=(cached,))
     reconciler = _allocations(client, cached, [])
     await reconciler.reconcile(Request("pools", "alloc-1"))
     status_writes = [c.body["status"]["phase"] for c in client.calls if c.path.endswith("/status")]
@@ -143,9 +144,13 @@ async def test_a_cache_behind_our_own_queued_write_writes_it_no_second_time() ->
     again = await reconciler.reconcile(Request("pools", "alloc-1"))  # the cache still shows version 1
     assert [c.path for c in client.calls if c.path.endswith("/status")] == ["ephemeralallocations/alloc-1/status"]
     assert (again.requeue_after, again.urgent) == (0.05, True)
-    caught_up = alloc(status={"phase": "Queued", "message": "waiting for a free member of pool demo-pool",
-                              "boundPool": {"name": "demo-pool", "namespace": "pools"}}, rv="3")
-    _cache(reconciler.allocations, caught_up)
+    live = client.object(EPHEMERAL_ALLOCATIONS, "alloc-1", "pools")
+    assert live is not None
+    assert (live["metadata"]["finalizers"], {k: live["status"].get(k) for k in ("phase", "message", "boundPool")}) == (
+        [fin.ALLOCATION], {
+        "phase": "Queued", "message": "waiting for a free member of pool demo-pool",
+        "boundPool": {"name": "demo-pool", "namespace": "pools"}})
+    _cache(reconciler.allocations, convert(live, EphemeralAllocation))
     settled = await reconciler.reconcile(Request("pools", "alloc-1"))
     assert [c.path for c in client.calls if c.path.endswith("/status")] == ["ephemeralallocations/alloc-1/status"]
     assert settled.requeue_after is not None
@@ -162,7 +167,7 @@ async def test_a_pool_cache_behind_our_own_status_write_writes_it_and_its_warnin
     reconciler = _pools(client, cached, [held])
     await reconciler.reconcile(Request("pools", "test-pool"))
     again = await reconciler.reconcile(Request("pools", "test-pool"))  # the cache still shows version 1
-    assert [c.path for c in client.calls if c.verb == "patch"] == ["ephemeralpools/test-pool/status"]
+    assert [c.path for c in client.calls if c.verb == "merge_patch"] == ["ephemeralpools/test-pool/status"]
     assert [c.body["reason"] for c in client.calls if c.verb == "create" and c.path.startswith("events/")] == [
         "MaxSizeReached"]
     assert (again.requeue_after, again.urgent) == (0.05, True)
@@ -174,7 +179,7 @@ async def test_a_pool_cache_behind_our_own_status_write_writes_it_and_its_warnin
 def _finalizer_writes(client: FakeClient, plural: str) -> list[list[str]]:
     """The ``metadata.finalizers`` lists written on ``plural`` objects, in order."""
     return [c.body["metadata"]["finalizers"] for c in client.calls
-            if c.verb == "patch" and c.path.startswith(plural) and "finalizers" in c.body.get("metadata", {})]
+            if c.verb == "merge_patch" and c.path.startswith(plural) and "finalizers" in c.body.get("metadata", {})]
 
 
 @pytest.mark.anyio
@@ -183,7 +188,7 @@ async def test_a_new_pool_gets_its_finalizer_before_anything_else() -> None:
     client = FakeClient({"ephemeralpools/test-pool": _stored(cached)})
     await _pools(client, cached, []).reconcile(Request("pools", "test-pool"))
     assert _finalizer_writes(client, "ephemeralpools") == [[fin.POOL]]
-    assert client.writes[0] == ("patch", "ephemeralpools/test-pool")
+    assert client.writes[0] == ("merge_patch", "ephemeralpools/test-pool")
     assert [verb for verb, _ in client.writes[1:3]] == ["create", "create"]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -25,6 +24,7 @@ from pool_reconciler.returns import keep_patch, reset_job
 from shared.domain import annotations as ann
 from shared.domain.api.allocation import AllocationPhase
 from shared.domain.api.pool import PoolPhase
+from shared.domain.resources import PROCESSES
 from shared.kube.errors import Conflict
 from shared.kube.events import Event, EventRecorder
 from tests.unit.pool_reconciler.builders import NOW, alloc, pool, process
@@ -44,9 +44,9 @@ def conflict() -> Conflict:
 
 
 async def test_a_pool_decision_is_written_in_the_documented_order() -> None:
-    client = FakeClient()
-    run, _ = executor(client.as_client())
     p, m = pool(), process("a", annotations={ann.RETURN_TRIGGER: "true"})
+    client = FakeClient(stored=(p, m, process("b")))
+    run, _ = executor(client)
     decision = PoolDecision(
         create=(MemberCreate(0, member_process(p, 0)),),
         patch=(keep_patch(m, MemberWrite.RETURN_KEEP),),
@@ -57,16 +57,16 @@ async def test_a_pool_decision_is_written_in_the_documented_order() -> None:
         requeue_after=30.0,
     )
     result = await run.execute_pool(p, decision)
-    assert [verb for verb, _ in client.writes] == ["create", "patch", "delete", "apply", "patch", "create"]
-    assert client.writes[4] == ("patch", "ephemeralpools/test-pool/status")
+    assert [verb for verb, _ in client.writes] == ["create", "merge_patch", "delete", "apply", "merge_patch", "create"]
+    assert client.writes[4] == ("merge_patch", "ephemeralpools/test-pool/status")
     assert client.calls[-1].path.startswith("events/test-pool.")
     assert client.calls[0].body == member_process(p, 0).to_json()
     assert result.requeue_after == 30.0
 
 
 async def test_a_lost_guarded_member_patch_still_writes_the_rest_and_comes_back_soon() -> None:
-    client = FakeClient(fail={("patch", "processes/a"): conflict()})
-    run, registry = executor(client.as_client())
+    client = FakeClient(fail={("merge_patch", "processes/a"): conflict()})
+    run, registry = executor(client)
     m = process("a", annotations={ann.RETURN_TRIGGER: "true"})
     decision = PoolDecision(patch=(keep_patch(m, MemberWrite.RETURN_KEEP),), delete=(MemberDelete("b", "ScaleDown"),),
                             requeue_after=30.0)
@@ -83,10 +83,11 @@ def _bind() -> AllocationDecision:
 
 
 async def test_a_won_claim_is_followed_by_the_status_and_counted() -> None:
-    client = FakeClient()
-    run, registry = executor(client.as_client())
+    client = FakeClient(stored=(process("m1", rv="5"), alloc(rv="9")))
+    run, registry = executor(client)
     result = await run.execute_allocation(alloc(created=2), _bind(), NOW, resource_version="9")
-    assert client.writes[:2] == [("patch", "processes/m1"), ("patch", "ephemeralallocations/alloc-1/status")]
+    assert client.writes[:2] == [("merge_patch", "processes/m1"),
+                                 ("merge_patch", "ephemeralallocations/alloc-1/status")]
     assert client.calls[0].body["metadata"]["resourceVersion"] == "5"
     assert client.calls[1].body["metadata"] == {"resourceVersion": "9"}
     assert result.requeue_after == 30.0
@@ -95,46 +96,30 @@ async def test_a_won_claim_is_followed_by_the_status_and_counted() -> None:
 
 
 async def test_a_lost_claim_writes_nothing_else() -> None:
-    client = FakeClient(fail={("patch", "processes/m1"): conflict()})
-    run, registry = executor(client.as_client())
+    client = FakeClient(fail={("merge_patch", "processes/m1"): conflict()})
+    run, registry = executor(client)
     result = await run.execute_allocation(alloc(), _bind(), NOW)
-    assert client.writes == [("patch", "processes/m1")]
+    assert client.writes == [("merge_patch", "processes/m1")]
     assert result.requeue_after == RETRY_AFTER_CONFLICT
     assert registry.get_sample_value("tatara_pool_binds_total", {"outcome": "conflict"}) == 1
 
 
 async def test_a_status_guard_that_loses_makes_the_allocation_decide_again() -> None:
-    client = FakeClient(fail={("patch", "ephemeralallocations/alloc-1/status"): conflict()})
-    run, _ = executor(client.as_client())
+    client = FakeClient(fail={("merge_patch", "ephemeralallocations/alloc-1/status"): conflict()})
+    run, _ = executor(client)
     decision = AllocationDecision("Queued", status=AllocationStatusPatch(phase=AllocationPhase.QUEUED),
                                   events=(Event.normal("Queued", "waiting"),), requeue_after=30.0)
     result = await run.execute_allocation(alloc(), decision, NOW, resource_version="9")
     assert result.requeue_after == RETRY_AFTER_CONFLICT
-    assert [verb for verb, _ in client.writes] == ["patch"]  # no Event for a write that did not happen
+    assert [verb for verb, _ in client.writes] == ["merge_patch"]  # no Event for a write that did not happen
 
 
 async def test_reaching_released_is_counted() -> None:
-    client = FakeClient()
-    run, registry = executor(client.as_client())
+    client = FakeClient(stored=(alloc(),))
+    run, registry = executor(client)
     decision = AllocationDecision("Release", status=AllocationStatusPatch(phase=AllocationPhase.RELEASED))
     await run.execute_allocation(alloc(), decision, NOW)
     assert registry.get_sample_value("tatara_pool_releases_total", {"outcome": "released"}) == 1
-
-
-class StoringClient:
-    """Answers member merge patches with a stored object whose resourceVersion moves on each change."""
-
-    def __init__(self) -> None:
-        self.version = 1
-        self.annotations: dict[str, Any] = {}
-
-    async def merge_patch(self, resource: Any, name: str, patch: Any, namespace: str | None = None) -> bytes:
-        new = {k: v for k, v in {**self.annotations, **patch["metadata"]["annotations"]}.items() if v is not None}
-        if new != self.annotations:
-            self.version += 1
-            self.annotations = new
-        return msgspec.json.encode({"metadata": {"name": name, "uid": "uid-1", "resourceVersion": str(self.version),
-                                                 "annotations": self.annotations}})
 
 
 @pytest.mark.parametrize(
@@ -149,24 +134,26 @@ class StoringClient:
     ],
 )
 async def test_a_repeated_return_patch_is_counted_once(patch: MemberPatch, strip_between: bool, outcome: str) -> None:
-    client = StoringClient()
-    client.annotations = {ann.RETURN_TRIGGER: "true"}
+    client = FakeClient(stored=(process("m-0", annotations={ann.RETURN_TRIGGER: "true"}),))
     run, registry = executor(client)
     decision = PoolDecision(patch=(patch,))
     assert (await run.execute_pool(pool(), decision)).requeue_after is None
     assert registry.get_sample_value("tatara_pool_releases_total", {"outcome": outcome}) == 1
-    if strip_between:
-        client.annotations = {}  # the Process reconciler took the one-shot signal
+    if strip_between:  # the Process reconciler took the one-shot signal
+        taken = client.object(PROCESSES, "m-0", "pools")
+        assert taken is not None
+        client.seed(PROCESSES, {**taken, "metadata": {**taken["metadata"], "annotations": {}, "resourceVersion": None}})
     assert (await run.execute_pool(pool(), decision)).requeue_after is None
     assert registry.get_sample_value("tatara_pool_releases_total", {"outcome": outcome}) == 1
 
 
 async def test_a_guarded_member_delete_carries_its_precondition_and_a_lost_one_comes_back_soon() -> None:
-    client = FakeClient(fail={("delete", "processes/a"): conflict()})
-    run, _ = executor(client.as_client())
+    client = FakeClient(stored=(process("a", rv="12"), process("b")))
+    run, _ = executor(client)
     decision = PoolDecision(delete=(MemberDelete("a", "ScaleDown", "11"), MemberDelete("b", "Drain")),
                             requeue_after=30.0)
     result = await run.execute_pool(pool(), decision)
-    assert [(c.verb, c.path, c.body) for c in client.calls] == [
-        ("delete", "processes/a", {"resource_version": "11"}), ("delete", "processes/b", None)]
+    assert [(c.verb, c.path, dict(c.options)) for c in client.calls] == [
+        ("delete", "processes/a", {"resource_version": "11"}), ("delete", "processes/b", {})]
+    assert client.object(PROCESSES, "a", "pools") is not None  # the stale precondition kept it
     assert result.requeue_after == RETRY_AFTER_CONFLICT

@@ -1,6 +1,7 @@
 """reconciler.controller: which object a decision is made on, what reaches the executor, and what comes back.
 
-The informer, the API client and the executor are fakes; the decision is the real phase machine.
+The informer and the executor are fakes, the API server is tests/support/fake_api.py; the decision is the real
+phase machine. The executor writes the status and answers its resourceVersion, as the real one does.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from reconciler.pid import PidRefused
 from shared.domain.api.codec import convert, to_wire
 from shared.domain.api.process import Process
 from shared.domain.api.table import ProcessTable
-from shared.kube.client import KubeClient, Resource
+from shared.domain.resources import PROCESSES
 from shared.kube.controller import Request, Result
-from shared.kube.errors import Conflict
+from shared.kube.expectations import LAG_REQUEUE_SECONDS
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.meta import as_json
+from tests.support.fake_api import FakeApi
 
 pytestmark = pytest.mark.anyio
 
@@ -73,61 +75,65 @@ class FakeInformer:
 
 
 @dataclass
-class FakeClient:
-    """Counts GETs (the reconciler makes none) and records the merge patches sent (finalizer writes);
-    a patch answers ``answer`` (the patched object)."""
-
-    answer: Process | None = None
-    gets: int = 0
-    patches: list[Any] = field(default_factory=list)
-
-    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
-        self.gets += 1
-        raise AssertionError("no GET expected")
-
-    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None) -> bytes:
-        self.patches.append(patch)
-        return msgspec.json.encode(to_wire(self.answer)) if self.answer is not None else b"{}"
-
-
-@dataclass
 class FakeExecutor:
-    """Records what it is asked to execute; raises ``error`` when set."""
+    """Records what it is asked to execute and, as the real executor does, writes the decision's status
+    on ``api`` (a merge patch of ``/status``, guarded by ``guard``) and answers the resourceVersion that write
+    left (None: no status write); raises ``error`` instead when set."""
 
+    api: FakeApi = field(default_factory=FakeApi)
     done: list[tuple[Process, Decision, str | None]] = field(default_factory=list)
     error: Exception | None = None
-    client: FakeClient | None = None
     patches_before: list[int] = field(default_factory=list)
-    """How many patches ``client`` had sent when each decision was executed."""
+    """How many merge patches ``api`` had answered when each decision was executed."""
 
-    async def execute(self, process: Process, decision: Decision, *, guard: str | None = None) -> None:
+    async def execute(self, process: Process, decision: Decision, *, guard: str | None = None) -> str | None:
         self.done.append((process, decision, guard))
-        if self.client is not None:
-            self.patches_before.append(len(self.client.patches))
+        self.patches_before.append(len(finalizer_patches(self.api)))
         if self.error is not None:
             raise self.error
+        if decision.status is None:
+            return None
+        patch: dict[str, Any] = {"status": as_json(decision.status)}
+        if guard is not None:
+            patch["metadata"] = {"resourceVersion": guard}
+        written = await self.api.merge_patch(PROCESSES, process.metadata.name or "", patch,
+                                             process.metadata.namespace, subresource="status")
+        version: str = msgspec.json.decode(written)["metadata"]["resourceVersion"]
+        return version
 
 
-def reconciler(cached: Process, client: FakeClient, executor: FakeExecutor,
-               allocate: Callable[[Process], str] | None = None) -> ProcessReconciler:
+def finalizer_patches(api: FakeApi) -> list[Any]:
+    """The bodies of the merge patches of the Process itself (the finalizer writes), in order."""
+    return [c.body for c in api.calls_of("merge_patch") if c.subresource is None]
+
+
+def stored(api: FakeApi, cached: Process) -> Process:
+    """``cached`` as ``api`` now stores it (at ``cached``'s own resourceVersion)."""
+    return convert(api.seed(PROCESSES, to_wire(cached)), Process)
+
+
+def reconciler(cached: Process, executor: FakeExecutor,
+               allocate: Callable[[Process], str] | None = None) -> tuple[ProcessReconciler, FakeInformer]:
+    """The reconciler over a cache holding ``cached``, which ``executor.api`` stores too."""
     async def allocate_pid(p: Process) -> str:
         assert allocate is not None, "no PID expected"
         return allocate(p)
 
-    return ProcessReconciler(cast(KubeClient, client), cast(Informer[Process], FakeInformer(cached)),
-                             cast(Executor, executor), allocate_pid)
+    informer = FakeInformer(stored(executor.api, cached))
+    return ProcessReconciler(executor.api, cast(Informer[Process], informer), cast(Executor, executor),
+                             allocate_pid), informer
 
 
 REQUEST = Request("ns", "p")
 
 
 async def test_a_decision_that_allocates_a_pid_is_made_on_the_cache_and_guarded_by_it() -> None:
-    cached = process("Forking", "5")
-    client, executor = FakeClient(), FakeExecutor()
-    result = await reconciler(cached, client, executor, allocate=lambda p: "me.7").reconcile(REQUEST)
-    assert client.gets == 0
+    executor = FakeExecutor()
+    r, informer = reconciler(process("Forking", "5"), executor, allocate=lambda p: "me.7")
+    result = await r.reconcile(REQUEST)
+    assert executor.api.calls_of("get") == []
     ((basis, decision, guard),) = executor.done
-    assert (basis, guard) == (cached, "5")
+    assert (basis, guard) == (informer.get("ns/p"), "5")
     status = as_json(decision.status)
     assert status["pid"] == "me.7"
     # Execing needs no wait here: folded into the same pass, one status write (docs/behaviour.md#folded-phases)
@@ -139,29 +145,35 @@ async def test_a_decision_that_allocates_a_pid_is_made_on_the_cache_and_guarded_
     assert result == Result.after(5.0)  # Running's SHORT
 
 
+def without_finalizer(rv: str) -> Process:
+    return convert({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": rv},
+                    "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
+                             "intent": {"flux": {"gitRepository": "repo", "path": "./app"}}}}, Process)
+
+
 async def test_the_finalizer_patch_answer_is_the_basis_of_the_guarded_write() -> None:
-    fresh = convert({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": "3"},
-                     "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
-                              "intent": {"flux": {"gitRepository": "repo", "path": "./app"}}}}, Process)
-    answered = convert({**to_wire(fresh), "metadata": {**to_wire(fresh)["metadata"], "resourceVersion": "4",
-                                                       "finalizers": [FIN]}}, Process)
-    client, executor = FakeClient(answer=answered), FakeExecutor()
-    await reconciler(fresh, client, executor, allocate=lambda p: "seph.1").reconcile(REQUEST)
-    assert client.gets == 0
+    executor = FakeExecutor()
+    r, _ = reconciler(without_finalizer("3"), executor, allocate=lambda p: "seph.1")
+    await r.reconcile(REQUEST)
+    assert executor.api.calls_of("get") == []
     ((basis, decision, guard),) = executor.done
-    assert (basis.metadata.resource_version, guard) == ("4", "4")
+    assert basis.metadata.finalizers == [FIN]  # the patch's answer, not the cached "3"
+    assert basis.metadata.resource_version == guard != "3"
     assert as_json(decision.status)["phase"] == "Running"
     assert [e.reason for e in decision.events] == ["PhaseForking", "PhaseExecing", "PhaseRunning"]
+    live = executor.api.object(PROCESSES, "p", "ns")
+    assert live is not None
+    assert live["status"]["phase"] == "Running"  # the write guarded by the answer's version was accepted
 
 
 async def test_a_refused_pid_executes_the_refusal_instead() -> None:
-    cached = process("Forking", "5")
-    client, executor = FakeClient(), FakeExecutor()
+    executor = FakeExecutor()
 
     def refuse(p: Process) -> str:
         raise PidRefused("PID depth 2 exceeds ProcessTable maxDepth 1 (parent seph.1)")
 
-    result = await reconciler(cached, client, executor, allocate=refuse).reconcile(REQUEST)
+    r, _ = reconciler(process("Forking", "5"), executor, allocate=refuse)
+    result = await r.reconcile(REQUEST)
     ((_, decision, guard),) = executor.done
     assert as_json(decision.status)["message"] == "PID depth 2 exceeds ProcessTable maxDepth 1 (parent seph.1)"
     assert [(e.type, e.reason) for e in decision.events] == [("Warning", "PidRefused")]
@@ -170,48 +182,72 @@ async def test_a_refused_pid_executes_the_refusal_instead() -> None:
 
 
 async def test_a_conflicting_guarded_write_decides_again_after_a_tick() -> None:
-    cached = process("Forking", "5")
-    client, executor = FakeClient(), FakeExecutor(error=Conflict(409, "Conflict", "changed"))
-    result = await reconciler(cached, client, executor, allocate=lambda p: "me.7").reconcile(REQUEST)
+    executor = FakeExecutor()
+    r, _ = reconciler(process("Forking", "5"), executor, allocate=lambda p: "me.7")
+    executor.api.seed(PROCESSES, {**to_wire(process("Forking", "6")), "metadata": {
+        **to_wire(process("Forking", "6"))["metadata"], "labels": {"moved": "on"}}})  # another writer, after the cache
+    result = await r.reconcile(REQUEST)
     assert result == Result.after(1.0)
     assert len(executor.done) == 1
+    assert [c.verb for c in executor.api.calls] == ["merge_patch"]  # the guarded status write, refused with 409
 
 
 async def test_a_cached_decision_needs_no_live_read_and_no_guard() -> None:
-    cached = process("Zombie", "5")
-    client, executor = FakeClient(), FakeExecutor()
-    await reconciler(cached, client, executor).reconcile(REQUEST)
+    executor = FakeExecutor()
+    r, _ = reconciler(process("Zombie", "5"), executor)
+    await r.reconcile(REQUEST)
     ((_, decision, guard),) = executor.done
-    assert client.gets == 0
+    assert executor.api.calls_of("get") == []
     assert guard is None
     assert as_json(decision.status)["phase"] == "Reaped"
 
 
+async def test_the_cache_behind_our_own_status_write_is_not_decided_on() -> None:
+    # docs/runtime.md#own-writes: a pass on a cache older than the last status write would redo it
+    executor = FakeExecutor()
+    r, informer = reconciler(process("Zombie", "5"), executor)
+    await r.reconcile(REQUEST)
+    assert len(executor.done) == 1
+    live = executor.api.object(PROCESSES, "p", "ns")
+    assert live is not None
+    assert live["status"]["phase"] == "Reaped"
+    written = live["metadata"]["resourceVersion"]
+    assert int(written) > 5
+
+    # the watch has not delivered the write yet: the cache still shows version 5
+    assert await r.reconcile(REQUEST) == Result(requeue_after=LAG_REQUEUE_SECONDS, urgent=True)
+    assert len(executor.done) == 1
+
+    # once it shows our write, the next pass decides on it (Reaped: releases the finalizer)
+    informer.objects["ns/p"] = convert(live, Process)
+    assert await r.reconcile(REQUEST) == Result.done()
+    (basis, decision, _) = executor.done[-1]
+    assert (len(executor.done), basis.phase.value, decision.released) == (2, "Reaped", True)
+    assert finalizer_patches(executor.api) == [{"metadata": {"finalizers": [], "resourceVersion": written}}]
+
+
 async def test_reaped_releases_the_finalizer_after_the_decision_is_executed() -> None:
-    cached = process("Reaped", "5")
-    client, executor = FakeClient(), FakeExecutor()
-    result = await reconciler(cached, client, executor).reconcile(REQUEST)
+    executor = FakeExecutor()
+    r, _ = reconciler(process("Reaped", "5"), executor)
+    result = await r.reconcile(REQUEST)
     ((_, decision, _),) = executor.done
     assert decision.released
-    assert client.patches == [{"metadata": {"finalizers": [], "resourceVersion": "5"}}]
+    assert finalizer_patches(executor.api) == [{"metadata": {"finalizers": [], "resourceVersion": "5"}}]
     assert result == Result.done()
 
 
 async def test_a_process_gone_from_the_cache_is_done() -> None:
     executor = FakeExecutor()
-    r = reconciler(process("Running", "5"), FakeClient(), executor)
+    r, _ = reconciler(process("Running", "5"), executor)
     assert await r.reconcile(Request("ns", "other")) == Result.done()
     assert executor.done == []
 
 
 async def test_the_finalizer_goes_on_before_the_first_decision_is_executed() -> None:
-    cached = convert({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": "3"},
-                      "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
-                               "intent": {"flux": {"gitRepository": "repo", "path": "./app"}}}}, Process)
-    client = FakeClient(answer=cached)
-    executor = FakeExecutor(client=client)
-    await reconciler(cached, client, executor, allocate=lambda p: "seph.1").reconcile(REQUEST)
-    assert client.patches == [{"metadata": {"finalizers": [FIN], "resourceVersion": "3"}}]
+    executor = FakeExecutor()
+    r, _ = reconciler(without_finalizer("3"), executor, allocate=lambda p: "seph.1")
+    await r.reconcile(REQUEST)
+    assert finalizer_patches(executor.api) == [{"metadata": {"finalizers": [FIN], "resourceVersion": "3"}}]
     assert executor.patches_before == [1]  # the guarded finalizer patch came first
     ((_, decision, _),) = executor.done
     assert as_json(decision.status)["phase"] == "Running"

@@ -1,9 +1,10 @@
 """reconciler.controller's expectations: what it just wrote counts until the caches show it
 (docs/architecture.md#one-reconcile, docs/behaviour.md#releasing, docs/behaviour.md#maxconcurrent).
 
-Real informers whose caches the tests fill; the executor records decisions and writes nothing, so the
-caches stay behind exactly as a lagging watch would leave them. The expectations' window runs on an
-injected clock (:class:`tests.support.clock.FakeClock`), moved by the tests.
+Real informers whose caches the tests fill; the executor records decisions and writes only the status (to the
+in-memory API server), so the caches stay behind exactly as a lagging watch would leave them until a test
+moves the Process cache on (:func:`caught_up`). The expectations' window runs on an injected clock
+(:class:`tests.support.clock.FakeClock`), moved by the tests.
 """
 
 from __future__ import annotations
@@ -15,16 +16,15 @@ import pytest
 from reconciler.controller import EXPECTATION_SECONDS, ProcessReconciler
 from reconciler.decision import Decision
 from reconciler.executor import Executor
-from shared.domain.api.codec import convert
+from shared.domain.api.codec import convert, to_wire
 from shared.domain.api.process import Process
 from shared.domain.manifests.batch import Job, ObservedJob
 from shared.domain.resources import JOBS, PROCESSES
-from shared.kube.client import KubeClient
 from shared.kube.controller import Request
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.meta import as_json
 from tests.support.clock import FakeClock
-from tests.unit.reconciler.test_controller import FakeClient, FakeExecutor
+from tests.unit.reconciler.test_controller import FakeExecutor
 
 pytestmark = pytest.mark.anyio
 
@@ -53,10 +53,10 @@ def setup(*cached: Process, pids: bool = False, clock: FakeClock | None = None) 
 
 def setup_with_jobs(*cached: Process, pids: bool = False,
                     clock: FakeClock | None = None) -> tuple[ProcessReconciler, FakeExecutor, Informer[ObservedJob]]:
-    client = cast(KubeClient, FakeClient())
+    executor = FakeExecutor()
+    client = executor.api
     processes: Informer[Process] = Informer(client, PROCESSES, Process)
     jobs: Informer[ObservedJob] = Informer(client, JOBS, ObservedJob)
-    executor = FakeExecutor()
     handed_out: list[str] = []
 
     async def allocate(p: Process) -> str:
@@ -67,6 +67,7 @@ def setup_with_jobs(*cached: Process, pids: bool = False,
     reconciler = ProcessReconciler(client, processes, cast(Executor, executor), allocate, jobs=jobs,
                                    monotonic=clock or FakeClock())
     for p in cached:
+        client.seed(PROCESSES, to_wire(p))
         processes.store.apply(WatchEventType.ADDED, p)
     return reconciler, executor, jobs
 
@@ -83,6 +84,14 @@ def last(executor: FakeExecutor) -> Decision:
     return executor.done[-1][1]
 
 
+def caught_up(reconciler: ProcessReconciler, executor: FakeExecutor, name: str) -> None:
+    """The Process cache shows the status ``executor`` last wrote of ``name`` (its watch delivered it; until
+    then the reconciler does not decide on it: docs/runtime.md#own-writes)."""
+    live = executor.api.object(PROCESSES, name, "ns")
+    assert live is not None
+    reconciler.processes.store.apply(WatchEventType.MODIFIED, convert(live, Process))
+
+
 async def test_a_job_just_applied_counts_as_running_until_the_job_cache_has_it() -> None:
     reconciler, executor = setup(releasing_after_its_jobs_started())
     await reconciler.reconcile(Request("ns", "pr"))
@@ -90,7 +99,9 @@ async def test_a_job_just_applied_counts_as_running_until_the_job_cache_has_it()
     assert [j.metadata.name for j in first.apply if isinstance(j, Job)] == ["pr-export-0"]
     assert [e.reason for e in first.events] == ["ExportJobLost"]  # a Job gone after it was started
 
+    caught_up(reconciler, executor, "pr")
     await reconciler.reconcile(Request("ns", "pr"))  # the Job cache has not caught up yet
+    assert len(executor.done) == 2
     second = last(executor)
     assert second.apply == ()
     assert [e.reason for e in second.events] == []
@@ -112,7 +123,9 @@ async def test_a_job_deleted_before_a_pass_saw_it_cached_is_applied_again_at_onc
     reconciler.jobs.store.apply(WatchEventType.ADDED, job)
     reconciler.jobs.store.apply(WatchEventType.DELETED, job)
 
+    caught_up(reconciler, executor, "pr")
     await reconciler.reconcile(Request("ns", "pr"))
+    assert len(executor.done) == 2
     again = last(executor)
     assert [j.metadata.name for j in again.apply if isinstance(j, Job)] == ["pr-export-0"]
     assert [e.reason for e in again.events] == ["ExportJobLost"]
@@ -143,9 +156,11 @@ async def test_a_job_the_cache_never_shows_counts_as_running_for_the_window_then
     reconciler, executor = setup(releasing_after_its_jobs_started(), clock=clock)
     await reconciler.reconcile(Request("ns", "pr"))
     assert applied_jobs(executor) == ["pr-export-0"]
+    caught_up(reconciler, executor, "pr")  # only the Job's event is lost; the Process cache has our write
     clock.advance(EXPECTATION_SECONDS)  # the window's last moment: still expected
     await reconciler.reconcile(Request("ns", "pr"))
     assert applied_jobs(executor) == []
+    caught_up(reconciler, executor, "pr")
     clock.advance(0.1)
     await reconciler.reconcile(Request("ns", "pr"))
     assert applied_jobs(executor) == ["pr-export-0"]
@@ -163,6 +178,7 @@ async def test_an_admission_the_cache_never_shows_holds_the_slot_for_the_window_
     await reconciler.reconcile(Request("ns", "b"))
     assert last(executor).transition is None
     assert as_json(last(executor).status)["message"] == "waiting: 1 of maxConcurrent=1 running: ns/a"
+    caught_up(reconciler, executor, "b")  # b's own status write reached its cache; a's admission never does
     clock.advance(0.1)  # the window has passed: the cache is believed, "a" is Pending and ahead in line
     await reconciler.reconcile(Request("ns", "b"))
     assert last(executor).transition is None

@@ -8,7 +8,6 @@ import math
 from collections.abc import AsyncIterator
 from typing import Any
 
-import msgspec
 import pytest
 from aiohttp import web
 
@@ -16,9 +15,10 @@ from reconciler.children import ChildRef
 from reconciler.prefetch import Prefetcher, conditions_for_phase, parse_prometheus_response
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
-from shared.kube.client import KubeClient, Resource
-from shared.kube.discovery import RESTMapper, UnknownKind
-from shared.kube.errors import ApiError, NotFound
+from shared.kube.client import Resource
+from shared.kube.discovery import UnknownKind
+from shared.kube.errors import ApiError
+from tests.support.fake_api import FakeApi
 
 pytestmark = pytest.mark.anyio
 
@@ -129,21 +129,16 @@ async def prometheus() -> AsyncIterator[tuple[FakePrometheus, str]]:
         await runner.cleanup()
 
 
-class NoKube:
-    """Stands in for the client and mapper where no object is referenced."""
-
-    async def get(self, *args: Any, **kwargs: Any) -> bytes:
-        raise AssertionError("no GET expected")
+class NoKinds:
+    """Stands in for the mapper where no object is referenced."""
 
     async def resource_for(self, api_version: str, kind: str) -> Resource:
         raise AssertionError("no discovery expected")
 
 
-def prefetcher(url: str, kube: Any = None, *, timeout: float = 5.0) -> Prefetcher:
-    fake: Any = kube or NoKube()
-    client: KubeClient = fake
-    mapper: RESTMapper = fake
-    return Prefetcher(client, mapper, url, timeout=timeout)
+def prefetcher(url: str, kube: FakeKube | None = None, *, timeout: float = 5.0) -> Prefetcher:
+    mapper: Any = kube or NoKinds()
+    return Prefetcher(kube.api if kube is not None else FakeApi(), mapper, url, timeout=timeout)
 
 
 async def test_queries_of_the_phase_are_fetched(prometheus: tuple[FakePrometheus, str]) -> None:
@@ -192,9 +187,14 @@ async def test_no_conditions_no_io() -> None:
 
 
 class FakeKube:
+    """The mapper (Jobs and ConfigMaps are served) and the in-memory API server holding ``objects``
+    (``(plural, namespace, name)`` → document); a GET of ``broken`` fails with 500."""
+
     def __init__(self, objects: dict[tuple[str, str, str], dict[str, Any]]) -> None:
-        self.objects = objects
-        self.gets: list[tuple[str, str, str | None]] = []
+        self.api = FakeApi()
+        for (plural, _, _), doc in objects.items():
+            self.api.seed({"jobs": JOBS, "configmaps": CONFIG_MAPS}[plural], doc)
+        self.api.fail[("get", "jobs/broken")] = ApiError(500, "InternalError", "boom")
 
     async def resource_for(self, api_version: str, kind: str) -> Resource:
         if kind == "Job":
@@ -203,14 +203,9 @@ class FakeKube:
             return CONFIG_MAPS
         raise UnknownKind(kind)
 
-    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
-        self.gets.append((resource.plural, name, namespace))
-        if name == "broken":
-            raise ApiError(500, "InternalError", "boom")
-        found = self.objects.get((resource.plural, namespace or "", name))
-        if found is None:
-            raise NotFound(404, "NotFound", name)
-        return msgspec.json.encode(found)
+    @property
+    def gets(self) -> list[tuple[str, str | None, str | None]]:
+        return [(c.resource.plural, c.name, c.namespace) for c in self.api.calls_of("get")]
 
 
 async def test_referenced_job_and_receipt_are_fetched_404_is_absent() -> None:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import msgspec
 import pytest
 from anyio import wait_all_tasks_blocked
-from anyio.lowlevel import checkpoint
 from prometheus_client import CollectorRegistry
 
 from reconciler.table import (
@@ -27,13 +26,13 @@ from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
 from shared.domain.api.table import ClaimRecord, ProcessTable
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
-from shared.kube.client import KubeClient, Resource
 from shared.kube.controller import Result
-from shared.kube.errors import Conflict, NotFound
+from shared.kube.errors import Conflict
 from shared.kube.informer import Informer
 from shared.kube.meta import as_json
 from shared.kube.metrics import RuntimeMetrics
 from tests.support.clock import FakeClock
+from tests.support.fake_api import Call, FakeApi
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -117,59 +116,67 @@ def test_ten_thousand_processes_stay_far_below_the_etcd_limit() -> None:
     assert len(msgspec.json.encode(as_json(status))) < 300 * 1024  # 1.5 MiB is etcd's limit
 
 
-class FakeTableClient:
-    """The calls the writer makes, on one in-memory table (and a cluster of ``listed`` Processes)."""
+class FakeTableClient(FakeApi):
+    """The in-memory API server (tests/support/fake_api.py) holding table ``proc`` (unless not ``exists``) and
+    the ``listed`` Processes, read through the table and the writes of it."""
 
     def __init__(self, status: dict[str, Any] | None = None, *, exists: bool = True,
                  listed: Iterable[dict[str, Any]] = ()) -> None:
-        meta = {"name": "proc", "resourceVersion": "1"}
-        self.table: dict[str, Any] | None = (
-            {"metadata": meta, "spec": {}, **({"status": status} if status else {})} if exists else None)
-        self.patches: list[dict[str, Any]] = []
-        self.meta_patches: list[dict[str, Any]] = []
-        self.listed = list(listed)
+        super().__init__()
+        if exists:
+            self.table = {"metadata": {"name": "proc"}, "spec": {}, **({"status": status} if status else {})}
+        for doc in listed:
+            self.seed(PROCESSES, doc)
+        self.patched = anyio.Event()
+        """Set when a status write of the table is sent."""
+
+        async def status_written(call: Call) -> None:
+            if call.verb == "merge_patch" and call.subresource == "status":
+                self.patched.set()
+
+        self.before.append(status_written)
         self.conflict = False
-        """Answer every metadata patch 409 (a PID bump landed first)."""
+        """Answer every metadata patch of the table 409 (a PID bump landed first)."""
 
-    async def list(self, resource: Resource, namespace: str | None = None, **_: Any) -> bytes:
-        await checkpoint()
-        if resource == PROCESS_TABLES:
-            return msgspec.json.encode({"metadata": {}, "items": [self.table] if self.table else []})
-        return msgspec.json.encode({"metadata": {}, "items": self.listed})
+        async def bumped_first(call: Call) -> None:
+            if (self.conflict and call.verb == "merge_patch" and call.subresource is None
+                    and call.resource.plural == PROCESS_TABLES.plural):
+                raise Conflict(409, "Conflict", "the object has been modified")
 
-    async def watch(self, *_: Any, **__: Any) -> AsyncIterator[Any]:
+        self.before.append(bumped_first)
+
+    async def watch(self, *_: Any, **__: Any) -> AsyncIterator[Any]:  # type: ignore[override]
         """No change ever arrives by watch: the tests change the caches themselves."""
         await anyio.sleep_forever()
         yield
 
-    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> bytes:
-        await checkpoint()
-        if self.table is None:
-            raise NotFound(404, "NotFound", "absent")
-        return msgspec.json.encode(self.table)
+    @property
+    def table(self) -> dict[str, Any] | None:
+        """The stored table (a copy); set it to store another (None: delete it outright)."""
+        return self.object(PROCESS_TABLES, "proc")
 
-    async def create(self, resource: Resource, body: Any, namespace: str | None = None) -> bytes:
-        self.table = body
-        return msgspec.json.encode(body)
+    @table.setter
+    def table(self, doc: dict[str, Any] | None) -> None:
+        if doc is None:
+            self.remove(PROCESS_TABLES, "proc")
+        else:
+            self.seed(PROCESS_TABLES, {**doc, "metadata": {**doc["metadata"], "resourceVersion": None}})
 
-    async def merge_patch(self, resource: Resource, name: str, patch: Any, namespace: str | None = None,
-                          *, subresource: str | None = None) -> bytes:
-        await checkpoint()
-        if subresource is None:
-            assert self.table is not None
-            self.meta_patches.append(patch)
-            if self.conflict:
-                raise Conflict(409, "Conflict", "the object has been modified")
-            self.table["metadata"]["finalizers"] = patch["metadata"]["finalizers"]
-            return b"{}"
-        assert subresource == "status"
-        self.patches.append(patch)
-        return b"{}"
+    @property
+    def patches(self) -> list[dict[str, Any]]:
+        """The status merge patches sent, in order."""
+        return [c.body for c in self.calls_of("merge_patch") if c.subresource == "status"]
+
+    @property
+    def meta_patches(self) -> list[dict[str, Any]]:
+        """The merge patches of the table itself (its finalizer), in order."""
+        return [c.body for c in self.calls_of("merge_patch")
+                if c.subresource is None and c.resource.plural == PROCESS_TABLES.plural]
 
 
 def writer(fake: FakeTableClient, procs: Iterable[Process], **kwargs: Any) -> TableStatusWriter:
     snapshot = list(procs)
-    return TableStatusWriter(cast(KubeClient, fake), lambda: snapshot, now=lambda: NOW, **kwargs)
+    return TableStatusWriter(fake, lambda: snapshot, now=lambda: NOW, **kwargs)
 
 
 @pytest.mark.anyio
@@ -213,12 +220,14 @@ async def test_events_within_an_interval_make_one_write_and_the_next_comes_once_
     Process events is one key and one write; events within ``interval`` of that pass only wait; once the
     interval has passed on the queue's clock, the next write carries what changed meanwhile."""
     fake = FakeTableClient(listed=[listed_doc(f"p{i}", f"r.{i}") for i in range(1, 51)])
-    assert fake.table is not None
-    fake.table["metadata"]["finalizers"] = [finalizers.TABLE]
-    tables: Informer[ProcessTable] = Informer(cast(KubeClient, fake), PROCESS_TABLES, ProcessTable)
-    procs: Informer[Process] = Informer(cast(KubeClient, fake), PROCESSES, Process)
+    table = fake.table
+    assert table is not None
+    table["metadata"]["finalizers"] = [finalizers.TABLE]
+    fake.table = table
+    tables: Informer[ProcessTable] = Informer(fake, PROCESS_TABLES, ProcessTable)
+    procs: Informer[Process] = Informer(fake, PROCESSES, Process)
     clock = FakeClock()
-    w = TableStatusWriter(cast(KubeClient, fake), procs.objects, table_name="proc", interval=2.0, now=lambda: NOW,
+    w = TableStatusWriter(fake, procs.objects, table_name="proc", interval=2.0, now=lambda: NOW,
                           clock=clock)
     registry = CollectorRegistry()
     controller = w.watch(tables, procs, metrics=RuntimeMetrics(registry))
@@ -252,7 +261,7 @@ def listed_doc(name: str, pid: str) -> dict[str, Any]:
 @pytest.mark.anyio
 async def test_a_missing_table_is_recreated_past_every_listed_pid_with_our_finalizer() -> None:
     fake = FakeTableClient(exists=False, listed=[listed_doc("a", "seph.4"), listed_doc("b", "seph.4.9")])
-    keeper = TableKeeper(cast(KubeClient, fake))
+    keeper = TableKeeper(fake)
     keeper.handed_out(6)
     table = await keeper.read()
     assert table.spec.next_sequence == 10
@@ -290,7 +299,7 @@ def test_table_existed(listed: list[dict[str, Any]], seen: bool, existed: bool) 
 @pytest.mark.anyio
 async def test_a_fresh_install_creates_the_table_past_named_pids_without_calling_it_recreated() -> None:
     fake = FakeTableClient(exists=False, listed=[naming_parent("c", "seph.3")])
-    keeper = TableKeeper(cast(KubeClient, fake))
+    keeper = TableKeeper(fake)
     table = await keeper.read()
     assert table.spec.next_sequence == 4  # still past every number named, so none is handed out twice
     assert keeper.recreated == 0
@@ -310,9 +319,15 @@ async def test_the_finalizer_is_put_on_a_live_table_that_lacks_it_before_the_sta
     assert [p["status"]["processCount"] for p in fake.patches] == [1]
 
 
-def deleted(fake: FakeTableClient) -> None:
-    assert fake.table is not None
-    fake.table["metadata"].update(finalizers=["other", finalizers.TABLE], deletionTimestamp="2020-01-01T00:00:00Z")
+def deleted(fake: FakeTableClient) -> str:
+    """Mark the stored table deleted (held by our finalizer and another); its new resourceVersion."""
+    table = fake.table
+    assert table is not None
+    table["metadata"].update(finalizers=["other", finalizers.TABLE], deletionTimestamp="2020-01-01T00:00:00Z")
+    fake.table = table
+    stored = fake.table
+    assert stored is not None
+    return str(stored["metadata"]["resourceVersion"])
 
 
 @pytest.mark.anyio
@@ -321,13 +336,13 @@ def deleted(fake: FakeTableClient) -> None:
 async def test_a_deleted_table_keeps_its_finalizer_while_a_pid_is_held(listed: list[dict[str, Any]],
                                                                        kept: bool) -> None:
     fake = FakeTableClient(listed=listed)
-    deleted(fake)
+    decided = deleted(fake)
     w = writer(fake, [])
     await w.reconcile(w.request)
     assert fake.table is not None
     assert fake.table["metadata"]["finalizers"] == (["other", finalizers.TABLE] if kept else ["other"])
     # released: the finalizer goes in one write guarded by the version decided on
-    assert fake.meta_patches == ([] if kept else [{"metadata": {"finalizers": ["other"], "resourceVersion": "1"}}])
+    assert fake.meta_patches == ([] if kept else [{"metadata": {"finalizers": ["other"], "resourceVersion": decided}}])
 
 
 @pytest.mark.anyio
