@@ -19,6 +19,7 @@ from typing import Final
 
 from shared.domain import flags
 from shared.domain.flags import LOG_LEVELS, ConfigError, ControllerSettings, Option, controller_options
+from shared.domain.hostnames import DEFAULT_FLEET_CLUSTER, DEFAULT_FLEET_DOMAIN, DEFAULT_FLEET_LOCATION
 
 __all__ = ["LOG_LEVELS", "ConfigError", "ReconcilerConfig", "build_parser", "parse_config", "parse_or_exit"]
 
@@ -34,9 +35,9 @@ class ReconcilerConfig(ControllerSettings):
     """HEARTBEAT: the requeue delay of every wait, suspended Processes included (docs/behaviour.md#timing)."""
     export_worker_image: str = "ghcr.io/pleme-io/tatara-export-worker:0.2.0"
     export_worker_service_account: str = "tatara-export-worker"
-    fleet_cluster: str = "pleme-dev"
-    fleet_location: str = "use1"
-    fleet_domain: str = "quero.lol"
+    fleet_cluster: str = DEFAULT_FLEET_CLUSTER
+    fleet_location: str = DEFAULT_FLEET_LOCATION
+    fleet_domain: str = DEFAULT_FLEET_DOMAIN
     dns_lb_target: str = ""
     """Empty: no DNSEndpoint objects are rendered."""
     prometheus_url: str = ""
