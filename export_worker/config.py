@@ -47,24 +47,26 @@ class WorkerConfig:
 
 
 _OPTIONS: Final = (
-    Option("--spec", "TATARA_EXPORT_SPEC", "", flags.text,
-           "The ExportSpec to run, as JSON (exactly one of --spec and --spec-json).", "JSON"),
-    Option("--spec-json", "TATARA_EXPORT_SPEC_JSON", "", flags.text,
-           "A file holding the ExportSpec as JSON.", "PATH"),
-    Option("--process-namespace", "TATARA_PROCESS_NAMESPACE", "", flags.text,
-           "Namespace of the Process the export belongs to (and of the receipt ConfigMap).", "NAMESPACE"),
-    Option("--process-name", "TATARA_PROCESS_NAME", "", flags.text, "Name of the Process.", "NAME"),
-    Option("--receipt-configmap", "TATARA_RECEIPT_CONFIGMAP", "", flags.text,
-           "ConfigMap the receipt is written to.", "NAME"),
-    Option("--previous-root", "TATARA_PREVIOUS_ROOT", "", flags.text,
-           "Composed root the receipt chains on (the Process's attestation root); empty: none.", "HEX"),
-    Option("--receipt-key", "TATARA_RECEIPT_KEY", "receipt.yaml", flags.text,
-           "Key of the receipt in the ConfigMap's data.", "KEY"),
-    Option("--idempotency-key", "TATARA_IDEMPOTENCY_KEY", "", flags.text,
+    Option("--spec", "TATARA_EXPORT_SPEC", flags.text,
+           "The ExportSpec to run, as JSON (exactly one of --spec and --spec-json).", "JSON", default=""),
+    Option("--spec-json", "TATARA_EXPORT_SPEC_JSON", flags.text,
+           "A file holding the ExportSpec as JSON.", "PATH", default=""),
+    Option("--process-namespace", "TATARA_PROCESS_NAMESPACE", flags.text,
+           "Namespace of the Process the export belongs to (and of the receipt ConfigMap).", "NAMESPACE", default=""),
+    Option("--process-name", "TATARA_PROCESS_NAME", flags.text, "Name of the Process.", "NAME", default=""),
+    Option("--receipt-configmap", "TATARA_RECEIPT_CONFIGMAP", flags.text,
+           "ConfigMap the receipt is written to.", "NAME", default=""),
+    Option("--previous-root", "TATARA_PREVIOUS_ROOT", flags.text,
+           "Composed root the receipt chains on (the Process's attestation root); empty: none.", "HEX", default=""),
+    Option("--receipt-key", "TATARA_RECEIPT_KEY", flags.text,
+           "Key of the receipt in the ConfigMap's data.", "KEY",
+           default=flags.field_default(WorkerConfig, "receipt_key")),
+    Option("--idempotency-key", "TATARA_IDEMPOTENCY_KEY", flags.text,
            "Sent as Nats-Msg-Id (NATS) and Idempotency-Key (HTTP) so a sink de-duplicates a retry; "
-           "empty: none.", "KEY"),
-    Option("--log-level", "TATARA_LOG_LEVEL", "info", flags.log_level,
-           f"Log level: {', '.join(flags.LOG_LEVELS)}.", "LEVEL"),
+           "empty: none.", "KEY", default=""),
+    Option("--log-level", "TATARA_LOG_LEVEL", flags.log_level,
+           f"Log level: {', '.join(flags.LOG_LEVELS)}.", "LEVEL",
+           default=flags.field_default(WorkerConfig, "log_level")),
 )
 
 

@@ -51,23 +51,23 @@ class PoolReconcilerConfig(ControllerSettings):
 # ── the flag table ───────────────────────────────────────────────────────────
 
 
-_OPTIONS: Final = (
-    Option("--controller-namespace", "TATARA_POOL_NAMESPACE", "tatara-pool-system", flags.text,
+_OPTIONS: Final = flags.with_defaults(PoolReconcilerConfig(), (
+    Option("--controller-namespace", "TATARA_POOL_NAMESPACE", flags.text,
             "Namespace the controller runs in; default namespace of the leader-election Lease.", "NAMESPACE"),
-    Option("--heartbeat-seconds", "TATARA_POOL_HEARTBEAT_SECONDS", "30", flags.positive,
+    Option("--heartbeat-seconds", "TATARA_POOL_HEARTBEAT_SECONDS", flags.positive,
             "Requeue delay in seconds after a pool or allocation pass.", "SECONDS"),
-    Option("--spawn-timeout", "TATARA_POOL_SPAWN_TIMEOUT", "10m", flags.duration,
+    Option("--spawn-timeout", "TATARA_POOL_SPAWN_TIMEOUT", flags.duration,
             "How long an allocation may wait for a free member before it is Failed (e.g. 10m).", "DURATION"),
-    Option("--watch-namespace", "TATARA_POOL_WATCH_NAMESPACE", "", flags.text,
+    Option("--watch-namespace", "TATARA_POOL_WATCH_NAMESPACE", flags.text,
             "Namespace whose pools, allocations and Processes are reconciled; empty watches all.", "NAMESPACE"),
-    Option("--health-addr", "TATARA_POOL_HEALTH_ADDR", "0.0.0.0:8081", flags.socket_addr,
+    Option("--health-addr", "TATARA_POOL_HEALTH_ADDR", flags.socket_addr,
             "IP:port serving /healthz, /readyz and /metrics (a literal IP, no host names).", "IP:PORT"),
-    Option("--reset-image", "TATARA_POOL_RESET_IMAGE", DEFAULT_RESET_IMAGE, flags.text,
+    Option("--reset-image", "TATARA_POOL_RESET_IMAGE", flags.text,
             "Container image of the Reset return policy's Job.", "IMAGE"),
-    Option("--workers", "TATARA_POOL_WORKERS", "4", flags.positive,
+    Option("--workers", "TATARA_POOL_WORKERS", flags.positive,
             "Concurrent reconciles per controller.", "N"),
-    *controller_options("TATARA_POOL_", lease_name="tatara-pool-reconciler"),
-)
+    *controller_options("TATARA_POOL_"),
+))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,13 +13,14 @@ import functools
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from reconciler.claims import held_keys
 from reconciler.config import ReconcilerConfig
 from reconciler.controller import ChildObject, ProcessReconciler, RoutingChildObject
-from reconciler.decision import Observed
+from reconciler.decision import Decision, Observed
 from reconciler.executor import Executor
 from reconciler.exports import ExportJobConfig, export_job
 from reconciler.metrics import ProcessMetrics
@@ -42,11 +43,13 @@ from shared.kube.api import KubeApi
 from shared.kube.client import Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.events import EventRecorder
+from shared.kube.expectations import LAG_REQUEUE_SECONDS, ChildWriteExpectations
+from shared.kube.informer import Informer
 from shared.kube.leader import default_identity
 from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
 
-__all__ = ["REPORTING_CONTROLLER", "build", "resolve_kind", "watch_rendered_kinds"]
+__all__ = ["REPORTING_CONTROLLER", "after_own_applies", "build", "resolve_kind", "watch_rendered_kinds"]
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +74,35 @@ async def resolve_kind(mapper: RESTMapper, pinned: Resource) -> Resource:
 
 
 async def watch_rendered_kinds(mapper: RESTMapper, manager: Manager, reconciler: ProcessReconciler,
-                               namespace: str | None) -> None:
+                               namespace: str | None, caches: dict[Resource, Informer[Any]] | None = None) -> None:
     """Resolve each of :data:`~reconciler.render.RENDERED_KINDS` and watch it as the reconciler's children
-    (the routing kinds with their ``spec``, to notice hand edits)."""
+    (the routing kinds with their ``spec``, to notice hand edits); each informer is also put in ``caches``
+    by its resource."""
     for pinned in RENDERED_KINDS:
         resource = await resolve_kind(mapper, pinned)
         routed = (pinned.api_version, pinned.kind) in ROUTING_KINDS
         decode_type = RoutingChildObject if routed else ChildObject
-        reconciler.watch_children(manager.informer(resource, decode_type, namespace=namespace))
+        informer = manager.informer(resource, decode_type, namespace=namespace)
+        if caches is not None:
+            caches[resource] = informer
+        reconciler.watch_children(informer)
+
+
+def after_own_applies(decide_: Callable[[Observed], Decision], writes: ChildWriteExpectations[Resource],
+                      seen: Callable[[Resource], str | None]) -> Callable[[Observed], Decision]:
+    """``decide_``, held back while a child cache has not yet come as far as this replica's last apply of
+    one of the Process's children (the executor tells ``writes``; ``seen(resource)`` is the resourceVersion
+    that resource's informer has come to, None if none caches it): the decision is then "no writes, decide
+    again in :data:`~shared.kube.expectations.LAG_REQUEUE_SECONDS`", so a pass woken before the cache shows
+    our own apply (a requeue, another child's event) does not find the child still missing or still
+    hand-edited and repair it, and say so, a second time (docs/runtime.md#own-writes)."""
+    def decide_after_own_applies(observed: Observed) -> Decision:
+        process = observed.process
+        if writes.lagging(f"{process.metadata.namespace or 'default'}/{process.metadata.name or ''}", seen):
+            return Decision(requeue_after=LAG_REQUEUE_SECONDS)
+        return decide_(observed)
+
+    return decide_after_own_applies
 
 
 def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = None,
@@ -124,19 +148,28 @@ def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = N
     # Running/Attested gives its claims up through it, in the step that leaves (the executor's step 2a)
     table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval, keeper=keeper,
                               fleet_cluster=routing.cluster, namespace=namespace)
-    executor = Executor(client, mapper, recorder, metrics, release_claims=table.release)
+    child_writes: ChildWriteExpectations[Resource] = ChildWriteExpectations()
+    child_caches: dict[Resource, Informer[Any]] = {}  # filled when the manager starts (watch_rendered_kinds)
+
+    def child_cache_version(resource: Resource) -> str | None:
+        cache = child_caches.get(resource)
+        return cache.resource_version if cache is not None else None
+
+    executor = Executor(client, mapper, recorder, metrics, release_claims=table.release, child_writes=child_writes)
     # Only our export Jobs are cached (docs/behaviour.md#releasing): a change of one requeues its Process.
     jobs = manager.informer(JOBS, ObservedJob, namespace=namespace,
                             label_selector=f"{labels.ROLE}={labels.ROLE_EXPORT}")
     # one allocator per replica (so per leader): our own bumps never race each other (docs/behaviour.md#pid-allocation)
     reconciler = ProcessReconciler(client, processes, executor, SequenceAllocator(client, keeper),
                                    heartbeat_seconds=config.heartbeat_seconds, workers=config.workers,
-                                   decide=functools.partial(decide, deps=Deps(render=render,
-                                                                              export_job=render_export_job,
-                                                                              fleet_cluster=routing.cluster)),
+                                   decide=after_own_applies(
+                                       functools.partial(decide, deps=Deps(render=render, export_job=render_export_job,
+                                                                           fleet_cluster=routing.cluster)),
+                                       child_writes, child_cache_version),
                                    clock=clock, prefetch=prefetch, jobs=jobs)
     manager.add(reconciler.controller)
-    manager.before_start(functools.partial(watch_rendered_kinds, mapper, manager, reconciler, namespace))
+    manager.before_start(functools.partial(watch_rendered_kinds, mapper, manager, reconciler, namespace,
+                                           child_caches))
 
     tables = manager.informer(PROCESS_TABLES, ProcessTable, decoder=wire_decoder(ProcessTable).decode)
     reconciler.watch_claims(tables, routing.cluster)

@@ -28,6 +28,7 @@ from shared.domain.api.process import CheckedCondition, Process
 from shared.domain.api.receipt import ReceiptEnvelope, ReceiptError, parse_either
 from shared.domain.duration import parse_duration
 from shared.domain.resources import HELM_RELEASES, KUSTOMIZATIONS
+from shared.kube.meta import namespace_of
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -132,15 +133,11 @@ def _params(params: object, model: type[S]) -> S:
         raise _BadParams(str(err)) from None
 
 
-def _ns(process: Process) -> str:
-    return process.metadata.namespace or "default"
-
-
 # ── per kind ────────────────────────────────────────────────────────────────────
 
 
 def _process_phase(params: _PhaseParams, process: Process, observed: Observed) -> Verdict:
-    ns = params.namespace or _ns(process)
+    ns = params.namespace or namespace_of(process)
     ref = f"{ns}/{params.process_ref}"
     target = observed.processes_by_ref.get(ref)
     if target is None:
@@ -152,7 +149,7 @@ def _process_phase(params: _PhaseParams, process: Process, observed: Observed) -
 
 
 def _flux_ready(label: str, api_version: str, params: _NamedParams, process: Process, observed: Observed) -> Verdict:
-    ns = params.namespace or _ns(process)
+    ns = params.namespace or namespace_of(process)
     state = observed.children.get(ChildRef(api_version, label, ns, params.name))
     if state is None:
         return Verdict(Outcome.UNSATISFIED, f"{label} {ns}/{params.name} not found")
@@ -236,7 +233,7 @@ def _receipt_verdict(observed: Observed, ns: str, cm: str, expected_root: str | 
 
 
 def _job_attested(params: _JobParams, process: Process, observed: Observed) -> Verdict:
-    ns = params.namespace or _ns(process)
+    ns = params.namespace or namespace_of(process)
     where = f"Job {ns}/{params.name}"
     failure = _job_failure(observed, ns, params.name, where, counts=True)
     if failure is not None:
@@ -250,7 +247,7 @@ def _job_attested(params: _JobParams, process: Process, observed: Observed) -> V
 
 
 def _closed_loop(params: _ClosedLoopParams, process: Process, observed: Observed) -> Verdict:
-    ns = params.namespace or _ns(process)
+    ns = params.namespace or namespace_of(process)
     job_name = params.job_name or f"{process.metadata.name}-closed-loop-probe"
     failure = _job_failure(observed, ns, job_name, f"closed-loop probe Job {ns}/{job_name}", counts=False)
     if failure is not None:
@@ -367,7 +364,7 @@ def evaluate(conditions: Sequence[Condition], observed: Observed) -> BoundaryRes
 def referenced_refs(conditions: Sequence[Condition], process: Process) -> list[ChildRef]:
     """Objects the conditions read from ``observed.children`` (Kustomizations, HelmReleases,
     Jobs, receipt ConfigMaps), in order, without duplicates. Bad params are skipped."""
-    ns = _ns(process)
+    ns = namespace_of(process)
     out: list[ChildRef] = []
     for c in conditions:
         try:

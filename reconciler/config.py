@@ -19,6 +19,7 @@ from typing import Final
 
 from shared.domain import flags
 from shared.domain.flags import LOG_LEVELS, ConfigError, ControllerSettings, Option, controller_options
+from shared.domain.hostnames import DEFAULT_FLEET_CLUSTER, DEFAULT_FLEET_DOMAIN, DEFAULT_FLEET_LOCATION
 
 __all__ = ["LOG_LEVELS", "ConfigError", "ReconcilerConfig", "build_parser", "parse_config", "parse_or_exit"]
 
@@ -34,9 +35,9 @@ class ReconcilerConfig(ControllerSettings):
     """HEARTBEAT: the requeue delay of every wait, suspended Processes included (docs/behaviour.md#timing)."""
     export_worker_image: str = "ghcr.io/pleme-io/tatara-export-worker:0.2.0"
     export_worker_service_account: str = "tatara-export-worker"
-    fleet_cluster: str = "pleme-dev"
-    fleet_location: str = "use1"
-    fleet_domain: str = "quero.lol"
+    fleet_cluster: str = DEFAULT_FLEET_CLUSTER
+    fleet_location: str = DEFAULT_FLEET_LOCATION
+    fleet_domain: str = DEFAULT_FLEET_DOMAIN
     dns_lb_target: str = ""
     """Empty: no DNSEndpoint objects are rendered."""
     prometheus_url: str = ""
@@ -50,35 +51,35 @@ class ReconcilerConfig(ControllerSettings):
 # ── the flag table ───────────────────────────────────────────────────────────
 
 
-_OPTIONS: Final = (
-    Option("--watch-namespace", "TATARA_WATCH_NAMESPACE", "", flags.text,
+_OPTIONS: Final = flags.with_defaults(ReconcilerConfig(), (
+    Option("--watch-namespace", "TATARA_WATCH_NAMESPACE", flags.text,
             "Namespace whose Processes are reconciled; empty watches all namespaces.", "NAMESPACE"),
-    Option("--controller-namespace", "TATARA_CONTROLLER_NAMESPACE", "tatara-system", flags.text,
+    Option("--controller-namespace", "TATARA_CONTROLLER_NAMESPACE", flags.text,
             "Namespace the controller runs in; default namespace of the leader-election Lease.", "NAMESPACE"),
-    Option("--health-addr", "TATARA_HEALTH_ADDR", "0.0.0.0:8080", flags.socket_addr,
+    Option("--health-addr", "TATARA_HEALTH_ADDR", flags.socket_addr,
             "IP:port serving /healthz, /readyz and /metrics (a literal IP, no host names).", "IP:PORT"),
-    Option("--heartbeat-seconds", "TATARA_HEARTBEAT_SECONDS", "30", flags.positive,
+    Option("--heartbeat-seconds", "TATARA_HEARTBEAT_SECONDS", flags.positive,
             "Requeue delay in seconds of every wait (a safety net beside the watches); at least 1.", "SECONDS"),
-    Option("--export-worker-image", "TATARA_EXPORT_WORKER_IMAGE", "ghcr.io/pleme-io/tatara-export-worker:0.2.0",
-            flags.text, "Container image of export Jobs.", "IMAGE"),
-    Option("--export-worker-service-account", "TATARA_EXPORT_WORKER_SERVICE_ACCOUNT", "tatara-export-worker",
-            flags.text, "serviceAccountName of export Jobs.", "NAME"),
-    Option("--fleet-cluster", "TATARA_FLEET_CLUSTER", "pleme-dev", flags.text,
+    Option("--export-worker-image", "TATARA_EXPORT_WORKER_IMAGE", flags.text,
+            "Container image of export Jobs.", "IMAGE"),
+    Option("--export-worker-service-account", "TATARA_EXPORT_WORKER_SERVICE_ACCOUNT", flags.text,
+            "serviceAccountName of export Jobs.", "NAME"),
+    Option("--fleet-cluster", "TATARA_FLEET_CLUSTER", flags.text,
             "Cluster segment of routing host names; the default cluster of stable-name claim keys.", "NAME"),
-    Option("--fleet-location", "TATARA_FLEET_LOCATION", "use1", flags.text,
+    Option("--fleet-location", "TATARA_FLEET_LOCATION", flags.text,
             "Location segment of routing host names.", "NAME"),
-    Option("--fleet-domain", "TATARA_FLEET_DOMAIN", "quero.lol", flags.text,
+    Option("--fleet-domain", "TATARA_FLEET_DOMAIN", flags.text,
             "Domain suffix of routing host names (may contain dots).", "DOMAIN"),
-    Option("--dns-lb-target", "TATARA_DNS_LB_TARGET", "", flags.text,
+    Option("--dns-lb-target", "TATARA_DNS_LB_TARGET", flags.text,
             "CNAME target of every DNSEndpoint; empty renders no DNSEndpoint.", "HOST"),
-    Option("--prometheus-url", "TATARA_PROMETHEUS_URL", "", flags.url,
+    Option("--prometheus-url", "TATARA_PROMETHEUS_URL", flags.url,
             "Base URL of the Prometheus HTTP API for PromQL boundary conditions; empty makes them Unknown.", "URL"),
-    Option("--table-status-interval", "TATARA_TABLE_STATUS_INTERVAL", "2", flags.seconds,
+    Option("--table-status-interval", "TATARA_TABLE_STATUS_INTERVAL", flags.seconds,
             "Minimum seconds between two ProcessTable status writes.", "SECONDS"),
-    Option("--workers", "TATARA_WORKERS", "4", flags.positive,
+    Option("--workers", "TATARA_WORKERS", flags.positive,
             "Concurrent Process reconciles (never two on one Process).", "N"),
-    *controller_options("TATARA_", lease_name="tatara-reconciler"),
-)
+    *controller_options("TATARA_"),
+))
 
 
 def build_parser() -> argparse.ArgumentParser:

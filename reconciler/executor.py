@@ -3,7 +3,8 @@
 One order, always (the phase write comes late, so a crash before it repeats the step instead of
 skipping it):
 
-1. server-side apply of ``apply``, in order (field manager ``tatara-reconciler``, ``force``);
+1. server-side apply of ``apply``, in order (field manager ``tatara-reconciler``, ``force``); the
+   resourceVersion each returned is told to ``child_writes``;
 2. deletes of ``delete`` (an object already gone is fine);
 2a. the claims release (``release_claims``): the stable-name claims naming the Process are given up,
    after its stable children are deleted and before anything that moves it on
@@ -42,9 +43,11 @@ from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.resources import PROCESSES
 from shared.kube.api import KubeApi
+from shared.kube.client import Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.errors import BadRequest, Forbidden, Invalid, NotFound
 from shared.kube.events import EventRecorder
+from shared.kube.expectations import ChildWriteExpectations
 from shared.kube.meta import ObjectMeta, ObjectRef
 from shared.kube.patch import annotations_patch, apply, patch_annotations, patch_status
 
@@ -93,11 +96,15 @@ class Executor:
         metrics: domain metrics.
         release_claims: gives claims up (step 2a); None: a decision's ``release_claims`` is not performed
             (no table writer: the claims are never granted either).
+        child_writes: told the resourceVersion each child apply returned, keyed by the Process's
+            ``<ns>/<name>`` (docs/runtime.md#own-writes); None: not told.
     """
 
     def __init__(self, client: KubeApi, mapper: RESTMapper, recorder: EventRecorder,
-                 metrics: ProcessMetrics, *, release_claims: ReleaseClaims | None = None) -> None:
+                 metrics: ProcessMetrics, *, release_claims: ReleaseClaims | None = None,
+                 child_writes: ChildWriteExpectations[Resource] | None = None) -> None:
         self.release_claims = release_claims
+        self.child_writes = child_writes
         self.client = client
         self.mapper = mapper
         self.recorder = recorder
@@ -125,7 +132,9 @@ class Executor:
         for manifest in decision.apply:
             with _refusals("apply", manifest_ref(manifest)):
                 resource = await self.mapper.resource_for(manifest.api_version, manifest.kind)
-                await apply(self.client, resource, manifest, field_manager=FIELD_MANAGER)
+                applied = await apply(self.client, resource, manifest, field_manager=FIELD_MANAGER)
+            if self.child_writes is not None:
+                self.child_writes.wrote(f"{ns}/{name}", resource, _STORED.decode(applied).metadata.resource_version)
         for ref in decision.delete:
             with _refusals("delete", ref):
                 resource = await self.mapper.resource_for(ref.api_version, ref.kind)

@@ -35,7 +35,7 @@ from shared.domain.manifests.batch import (
     PodTemplateSpec,
     ResourceRequirements,
 )
-from shared.kube.meta import ObjectMeta
+from shared.kube.meta import ObjectMeta, namespace_of
 
 __all__ = [
     "BACKOFF_LIMIT",
@@ -84,10 +84,6 @@ class ExportJobConfig:
     service_account: str = "tatara-export-worker"
 
 
-def _ns(process: Process) -> str:
-    return process.metadata.namespace or "default"
-
-
 def export_job_name(process: Process, index: int) -> str:
     """``<process>-export-<index>``, at most 63 characters (docs/wire-format.md#export-job-names).
 
@@ -130,7 +126,7 @@ def export_job(process: Process, index: int, export: ExportSpec, *, owner_uid: s
     Raises:
         reconciler.render.RenderError: no ``owner_uid`` or no Process name.
     """
-    ns, name = _ns(process), process.metadata.name or ""
+    ns, name = namespace_of(process), process.metadata.name or ""
     pod_labels = {
         labels.PROCESS: process_label_value(ns, name),
         labels.ROLE: labels.ROLE_EXPORT,
@@ -213,7 +209,7 @@ def _union_error(export: ExportSpec) -> str | None:
 def _receipt(process: Process, index: int, fetched: Mapping[ChildRef, ChildState]) -> ReceiptEnvelope | None:
     """The receipt of export ``index`` when its ConfigMap was fetched, parses, and was written after the
     Process was created (an older one belongs to an earlier Process of the same name)."""
-    state = fetched.get(ChildRef(*_CONFIG_MAP, _ns(process), receipt_config_map_name(process, index)))
+    state = fetched.get(ChildRef(*_CONFIG_MAP, namespace_of(process), receipt_config_map_name(process, index)))
     if state is None:
         return None
     try:
@@ -289,7 +285,7 @@ def receipt_refs(process: Process, jobs: Mapping[int, ObservedJob]) -> list[Chil
     for index, _ in applicable(process, gate_of(process)):
         job = jobs.get(index)
         if job is None or job.status.outcome() is False:
-            out.append(ChildRef(*_CONFIG_MAP, _ns(process), receipt_config_map_name(process, index)))
+            out.append(ChildRef(*_CONFIG_MAP, namespace_of(process), receipt_config_map_name(process, index)))
     return out
 
 

@@ -31,7 +31,13 @@ from shared.domain.api.process import FluxResourceRef, Process
 from shared.domain.api.routing import RoutingHostname, RoutingSpec
 from shared.domain.duration import DurationError, parse_duration_ns, to_go_duration
 from shared.domain.group import API_VERSION
-from shared.domain.hostnames import HostnameError, hostname_cluster
+from shared.domain.hostnames import (
+    DEFAULT_FLEET_CLUSTER,
+    DEFAULT_FLEET_DOMAIN,
+    DEFAULT_FLEET_LOCATION,
+    HostnameError,
+    hostname_cluster,
+)
 from shared.domain.hostnames import fqdn as domain_fqdn
 from shared.domain.identity import ephemeral_id
 from shared.domain.manifests.batch import Job
@@ -66,7 +72,7 @@ from shared.domain.manifests.routing import (
     ServiceBackendPort,
 )
 from shared.kube.client import Resource
-from shared.kube.meta import ObjectMeta, OwnerReference
+from shared.kube.meta import ObjectMeta, OwnerReference, namespace_of
 
 __all__ = [
     "FIELD_MANAGER",
@@ -112,9 +118,9 @@ class RoutingConfig:
     """Fleet settings for routing (docs/wire-format.md#hostnames): ``TATARA_FLEET_*`` and
     ``--dns-lb-target`` (DNSEndpoints are left out when it is empty)."""
 
-    cluster: str = "pleme-dev"
-    location: str = "use1"
-    domain: str = "quero.lol"
+    cluster: str = DEFAULT_FLEET_CLUSTER
+    location: str = DEFAULT_FLEET_LOCATION
+    domain: str = DEFAULT_FLEET_DOMAIN
     dns_lb_target: str = ""
 
 
@@ -135,10 +141,6 @@ def process_label_value(namespace: str, name: str) -> str:
     return f"{value[:54].rstrip('-_.')}-{digest}"
 
 
-def _ns(process: Process) -> str:
-    return process.metadata.namespace or "default"
-
-
 def _name(process: Process) -> str:
     if not process.metadata.name:
         raise RenderError("Process has no metadata.name")
@@ -156,15 +158,16 @@ class _Owner:
     def metadata(self, name: str, annotations: Mapping[str, str] | None = None,
                  labels: Mapping[str, str] | None = None) -> ObjectMeta:
         """A child's metadata: in the Process's namespace, ``annotations`` under the stamps (which win)."""
-        return ObjectMeta(name=name, namespace=_ns(self.process), annotations={**(annotations or {}), **self.stamps},
-                          labels=dict(labels or {}), owner_references=[self.reference])
+        return ObjectMeta(name=name, namespace=namespace_of(self.process),
+                          annotations={**(annotations or {}), **self.stamps}, labels=dict(labels or {}),
+                          owner_references=[self.reference])
 
 
 def _owner(process: Process, owner_uid: str) -> _Owner:
     """The ownerReference (controller, blockOwnerDeletion) and the stamps: ``managed-by``, ``process``, and
     ``pid``, ``content-hash``, ``generation``, ``attestation-root`` when set in status (the last two are
     the *previous* attestation's)."""
-    name, namespace = _name(process), _ns(process)
+    name, namespace = _name(process), namespace_of(process)
     reference = OwnerReference(api_version=API_VERSION, kind="Process", name=name, uid=owner_uid,
                                controller=True, block_owner_deletion=True)
     stamps = {ann.MANAGED_BY: FIELD_MANAGER, ann.PROCESS: ann.qualified_ref(namespace, name)}
@@ -257,7 +260,7 @@ def _adopt_annotations(process: Process) -> dict[str, str]:
 def _aplicacao(owner: _Owner, app: AplicacaoIntent) -> list[Manifest]:
     """An ``aplicacao`` intent: [OCIRepository, HelmRelease] for ``oci://`` charts, else [HelmRelease]."""
     process = owner.process
-    name, namespace = _name(process), _ns(process)
+    name, namespace = _name(process), namespace_of(process)
     annotations = _adopt_annotations(process)
     docs: list[Manifest] = []
     chart_ref: CrossNamespaceSourceReference | None = None
@@ -322,7 +325,7 @@ def _routing_pair(owner: _Owner, routing: RoutingSpec, host: RoutingHostname, *,
                   fqdn: str, cfg: RoutingConfig) -> list[Manifest]:
     """The Ingress for ``fqdn`` and, with a ``--dns-lb-target``, its CNAME DNSEndpoint."""
     process = owner.process
-    name, namespace = _name(process), _ns(process)
+    name, namespace = _name(process), namespace_of(process)
     ingress_name = f"{name}-{host.app}-{suffix}"
     route_labels = {
         labels.MANAGED_BY: FIELD_MANAGER,

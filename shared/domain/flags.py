@@ -13,19 +13,13 @@ import argparse
 import ipaddress
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any, Final, NoReturn
 from urllib.parse import urlsplit
 
 from shared.domain.duration import DurationError, parse_duration
-from shared.kube.leader import (
-    DEFAULT_LEASE_DURATION,
-    DEFAULT_RENEW_DEADLINE,
-    DEFAULT_RETRY_PERIOD,
-    LeaseOptions,
-    LeaseTiming,
-)
+from shared.kube.leader import LeaseOptions, LeaseTiming
 
 LOG_LEVELS: Final = ("trace", "debug", "info", "warn", "warning", "error")
 """Accepted ``--log-level`` values (``trace`` = debug; ``warn`` = warning)."""
@@ -127,19 +121,96 @@ def log_level(value: str) -> str:
 
 @dataclass(frozen=True)
 class Option:
-    """One flag: its environment variable, default text, value parser, help and metavar."""
+    """One flag: its environment variable, value parser, help, metavar and default text.
+
+    ``default`` is not written by hand: :func:`with_defaults` fills it in from the settings dataclass's
+    default for :attr:`dest`, so each default is written once (None until then)."""
 
     flag: str
     env: str
-    default: str
     parse: Callable[[str], Any]
     help: str
     metavar: str = "VALUE"
+    default: str | None = None
 
     @property
     def dest(self) -> str:
         """The attribute name: ``--watch-namespace`` → ``watch_namespace``."""
         return self.flag.removeprefix("--").replace("-", "_")
+
+
+def default_text(value: object) -> str:
+    """A settings default as the text its option shows and parses: ``true``/``false``; an integer as
+    written; a float in its shortest form (``2.0`` → ``2``); a whole-second timedelta in humantime units
+    (``10m``, ``1h 30m``, ``0s``); text as is.
+
+    Raises:
+        TypeError: a value of any other type, or a timedelta with a fraction of a second.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, timedelta):
+        total = value.total_seconds()
+        if total != int(total) or total < 0:
+            raise TypeError(f"no default text for {value!r}: not a whole number of seconds")
+        left, parts = int(total), []
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+            if left >= size:
+                parts.append(f"{left // size}{unit}")
+                left %= size
+        return " ".join(parts) or "0s"
+    raise TypeError(f"no default text for {value!r}")
+
+
+_LEASE_FIELDS: Final = {"leader_election_lease_duration": "lease_duration",
+                        "leader_election_renew_deadline": "renew_deadline",
+                        "leader_election_retry_period": "retry_period"}
+"""Option dests that are fields of :attr:`ControllerSettings.lease_timing`, not of the settings."""
+
+
+def setting(settings: ControllerSettings, dest: str) -> object:
+    """The value of ``settings`` an option ``dest`` stands for: a field, the ``health_addr`` property
+    (``--health-addr`` is ``health_host`` and ``health_port``), or one of the Lease durations.
+
+    Raises:
+        AttributeError: ``settings`` has nothing by that name.
+    """
+    lease = _LEASE_FIELDS.get(dest)
+    return getattr(settings.lease_timing, lease) if lease is not None else getattr(settings, dest)
+
+
+def with_defaults(defaults: ControllerSettings, options: Sequence[Option]) -> tuple[Option, ...]:
+    """``options``, each with its default text taken from ``defaults`` (the settings dataclass built with
+    no arguments) by :func:`setting` and :func:`default_text`: the one place each default is written is
+    the dataclass.
+
+    Raises:
+        AttributeError: an option stands for nothing in ``defaults``.
+    """
+    return tuple(replace(o, default=default_text(setting(defaults, o.dest))) for o in options)
+
+
+def field_default(settings_type: type[Any], name: str) -> str:
+    """The :func:`default_text` of dataclass ``settings_type``'s field ``name`` default (for a settings
+    type with required fields, which cannot be built bare for :func:`with_defaults`).
+
+    Raises:
+        KeyError: no such field; ValueError: the field has no plain default.
+    """
+    found = {f.name: f for f in fields(settings_type)}[name]
+    if found.default is MISSING:
+        raise ValueError(f"{settings_type.__name__}.{name} has no plain default")
+    return default_text(found.default)
+
+
+def _default(option: Option) -> str:
+    if option.default is None:
+        raise ValueError(f"{option.flag} has no default text: build the table with with_defaults()")
+    return option.default
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,7 +222,7 @@ def build_parser(options: Sequence[Option], *, prog: str, description: str, epil
     """An argument parser whose ``--help`` shows each option's variable and default; errors raise ConfigError."""
     parser = _Parser(prog=prog, description=description, epilog=epilog)
     for option in options:
-        shown = f'"{option.default}"' if option.default else '""'
+        shown = f'"{_default(option)}"'
         parser.add_argument(option.flag, dest=option.dest, metavar=option.metavar, default=None,
                             help=f"{option.help} [env {option.env}; default {shown}]")
     return parser
@@ -168,7 +239,7 @@ def resolve(option: Option, flag_value: str | None, environ: Mapping[str, str]) 
     elif option.env in environ:
         raw, source = environ[option.env], option.env
     else:
-        raw, source = option.default, f"default of {option.flag}"
+        raw, source = _default(option), f"default of {option.flag}"
     try:
         return option.parse(raw)
     except ValueError as err:
@@ -233,26 +304,24 @@ class ControllerSettings:
         return PYTHON_LEVELS[self.log_level]
 
 
-def controller_options(env_prefix: str, *, lease_name: str) -> tuple[Option, ...]:
+def controller_options(env_prefix: str) -> tuple[Option, ...]:
     """The leader-election and log-level flags, their variables named ``<env_prefix>LEADER_ELECT`` … and
-    ``<env_prefix>LOG_LEVEL`` (e.g. ``TATARA_`` or ``TATARA_POOL_``); Lease defaults 15/10/2 s."""
+    ``<env_prefix>LOG_LEVEL`` (e.g. ``TATARA_`` or ``TATARA_POOL_``); their defaults are the settings'
+    (:func:`with_defaults`; Lease durations 15/10/2 s from :class:`~shared.kube.leader.LeaseTiming`)."""
     return (
-        Option("--leader-elect", f"{env_prefix}LEADER_ELECT", "true", boolean,
+        Option("--leader-elect", f"{env_prefix}LEADER_ELECT", boolean,
                "Run controllers only while holding the leader-election Lease (true/false).", "BOOL"),
-        Option("--leader-election-lease-name", f"{env_prefix}LEADER_ELECTION_LEASE_NAME", lease_name, text,
+        Option("--leader-election-lease-name", f"{env_prefix}LEADER_ELECTION_LEASE_NAME", text,
                "Name of the coordination.k8s.io/v1 Lease.", "NAME"),
-        Option("--leader-election-namespace", f"{env_prefix}LEADER_ELECTION_NAMESPACE", "", text,
+        Option("--leader-election-namespace", f"{env_prefix}LEADER_ELECTION_NAMESPACE", text,
                "Namespace of the Lease; empty uses --controller-namespace.", "NAMESPACE"),
-        Option("--leader-election-lease-duration", f"{env_prefix}LEADER_ELECTION_LEASE_DURATION",
-               f"{DEFAULT_LEASE_DURATION:g}", seconds,
+        Option("--leader-election-lease-duration", f"{env_prefix}LEADER_ELECTION_LEASE_DURATION", seconds,
                "Seconds a standby waits after the last renewal before taking the Lease over.", "SECONDS"),
-        Option("--leader-election-renew-deadline", f"{env_prefix}LEADER_ELECTION_RENEW_DEADLINE",
-               f"{DEFAULT_RENEW_DEADLINE:g}", seconds,
+        Option("--leader-election-renew-deadline", f"{env_prefix}LEADER_ELECTION_RENEW_DEADLINE", seconds,
                "Seconds the leader keeps retrying a renewal before it stops leading.", "SECONDS"),
-        Option("--leader-election-retry-period", f"{env_prefix}LEADER_ELECTION_RETRY_PERIOD",
-               f"{DEFAULT_RETRY_PERIOD:g}", seconds,
+        Option("--leader-election-retry-period", f"{env_prefix}LEADER_ELECTION_RETRY_PERIOD", seconds,
                "Seconds between acquire / renew attempts.", "SECONDS"),
-        Option("--log-level", f"{env_prefix}LOG_LEVEL", "info", log_level,
+        Option("--log-level", f"{env_prefix}LOG_LEVEL", log_level,
                f"Log level: {', '.join(LOG_LEVELS)}.", "LEVEL"),
     )
 

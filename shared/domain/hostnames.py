@@ -13,7 +13,24 @@ from typing import Final
 from shared.domain.api.routing import RoutingHostname
 from shared.domain.rust_text import debug_str
 
-__all__ = ["RESERVED_APPS", "HostnameError", "check_label", "fqdn", "hostname_cluster", "hostname_id"]
+__all__ = [
+    "DEFAULT_FLEET_CLUSTER",
+    "DEFAULT_FLEET_DOMAIN",
+    "DEFAULT_FLEET_LOCATION",
+    "RESERVED_APPS",
+    "HostnameError",
+    "check_label",
+    "fqdn",
+    "hostname_cluster",
+    "hostname_id",
+]
+
+DEFAULT_FLEET_CLUSTER: Final = "pleme-dev"
+"""The cluster segment of host names (``--fleet-cluster``'s default), also the cluster of claims keys."""
+DEFAULT_FLEET_LOCATION: Final = "use1"
+"""The location segment of host names (``--fleet-location``'s default)."""
+DEFAULT_FLEET_DOMAIN: Final = "quero.lol"
+"""The domain suffix of host names (``--fleet-domain``'s default)."""
 
 RESERVED_APPS: Final = frozenset({"auth", "cracha"})
 """App labels kept for the saguão control plane."""

@@ -291,6 +291,8 @@ class LeaderElector:
         metrics: where ``leader_election_master_status`` / ``leader_election_slowpath_total`` live
             (default the process registry's).
         clock: monotonic seconds (default :func:`time.monotonic`).
+        sleep: ``await sleep(seconds)``, the waits between attempts, on ``clock``'s time (default
+            :func:`anyio.sleep`; a test passes one that advances its fake ``clock``).
         wall_clock: the instant written as renewTime/acquireTime (default now in UTC).
 
     Attributes ``is_leader``, ``last_renewed`` (monotonic time the last successful write was sent, while
@@ -308,6 +310,7 @@ class LeaderElector:
         release_on_cancel: bool = True,
         metrics: RuntimeMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.client = client
@@ -317,6 +320,7 @@ class LeaderElector:
         self.timing = timing or LeaseTiming()
         self.release_on_cancel = release_on_cancel
         self._clock = clock
+        self._sleep = sleep
         self._wall_clock = wall_clock
         metrics = metrics or runtime_metrics()
         self._status = metrics.leader_election_master_status.labels(name)
@@ -409,7 +413,7 @@ class LeaderElector:
                 log.info("became leader of lease %s/%s as %s", self.namespace, self.name, self.identity)
                 return
             delay = self.timing.retry_period * (1 + random.random() * _RETRY_JITTER)
-            await anyio.sleep(max(0.0, started + delay - self._clock()))
+            await self._sleep(max(0.0, started + delay - self._clock()))
 
     async def _renew_until_lost(self) -> None:
         """Renew every retry period; return once :func:`decide` says LOST (deadline passed or lease taken)."""
@@ -417,7 +421,7 @@ class LeaderElector:
         next_attempt = self._clock() + self.timing.retry_period
         while True:
             deadline = self.last_renewed + self.timing.renew_deadline
-            await anyio.sleep(max(0.0, min(next_attempt, deadline) - self._clock()))
+            await self._sleep(max(0.0, min(next_attempt, deadline) - self._clock()))
             now = self._clock()
             if now >= deadline:
                 log.warning("lease %s/%s not renewed within %.1f s: stopping", self.namespace, self.name,

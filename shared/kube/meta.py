@@ -25,6 +25,7 @@ __all__ = [
     "OwnerReference",
     "as_json",
     "meta_view",
+    "namespace_of",
 ]
 
 
@@ -72,6 +73,12 @@ class KubeObject(Protocol):
 
     @property
     def metadata(self) -> _Meta: ...
+
+
+def namespace_of(obj: KubeObject) -> str:
+    """``obj``'s ``metadata.namespace``, or ``default`` when it has none (how the API server reads a
+    namespaced object sent without one)."""
+    return obj.metadata.namespace or "default"
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.kube.expectations import EXPECTATION_SECONDS, Expectations, WriteExpectations
+from shared.kube.expectations import EXPECTATION_SECONDS, ChildWriteExpectations, Expectations, WriteExpectations
 from tests.support.clock import FakeClock
 
 
@@ -77,3 +77,49 @@ def test_a_met_expectation_is_dropped_and_a_new_one_restarts_the_window() -> Non
     admitted.expect("ns/b", None)  # expected again: its window starts over
     clock.advance(25.0)
     assert "ns/b" in admitted
+
+
+# ── ChildWriteExpectations: how far each child informer has come, not the cached child ───────────────
+
+
+def test_a_child_write_holds_its_owner_back_until_that_resources_cache_has_come_as_far() -> None:
+    seen = {"ingresses": "9", "dnsendpoints": "50"}
+    own: ChildWriteExpectations[str] = ChildWriteExpectations(FakeClock())
+    own.wrote("ns/p", "ingresses", "10")
+    assert own.lagging("ns/p", seen.get) is True    # the Ingress cache is at 9: our apply (10) not shown yet
+    assert own.lagging("ns/q", seen.get) is False   # another owner wrote nothing
+    seen["ingresses"] = "12"                        # it has come past our write (a later delete included)
+    assert own.lagging("ns/p", seen.get) is False
+    assert len(own) == 0
+
+
+@pytest.mark.parametrize(
+    ("written", "seen", "lagging"),
+    [
+        ("100", "99", True),    # compared as numbers, not text
+        ("10", "10", False),
+        ("10", None, False),    # nothing caches that resource
+        ("10", "", False),      # an informer relisting (no version): trust the cache
+        ("abc", "9", False),    # an opaque written version is not remembered
+    ],
+)
+def test_child_lagging(written: str, seen: str | None, lagging: bool) -> None:
+    own: ChildWriteExpectations[str] = ChildWriteExpectations(FakeClock())
+    own.wrote("ns/p", "ingresses", written)
+    assert own.lagging("ns/p", lambda _: seen) is lagging
+
+
+def test_a_child_expectation_keeps_the_newest_write_and_ends_after_the_window() -> None:
+    clock = FakeClock()
+    own: ChildWriteExpectations[str] = ChildWriteExpectations(clock)
+    own.wrote("ns/p", "ingresses", "20")
+    own.wrote("ns/p", "ingresses", "15")  # an unchanged apply answers with an older version
+    assert own.lagging("ns/p", lambda _: "19") is True
+    clock.advance(EXPECTATION_SECONDS + 0.1)
+    assert own.lagging("ns/p", lambda _: "19") is False  # a lost event must not stall the owner
+    own.wrote("ns/gone", "ingresses", "30")
+    clock.advance(EXPECTATION_SECONDS + 0.1)
+    own.wrote("ns/other", "ingresses", "31")  # an owner never looked at again is swept by the next write
+    assert len(own) == 1
+    own.forget("ns/other")
+    assert len(own) == 0

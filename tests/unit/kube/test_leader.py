@@ -9,6 +9,7 @@ since its last successful renewal; takeover increments leaseTransitions; release
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -17,6 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from shared.kube.client import LEASES
+from shared.kube.errors import ApiError
 from shared.kube.leader import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,
@@ -33,6 +35,7 @@ from shared.kube.leader import (
     next_spec,
     released_spec,
 )
+from shared.kube.meta import ObjectMeta
 from shared.kube.metrics import RuntimeMetrics
 from tests.support.fake_api import FakeApi
 
@@ -238,9 +241,24 @@ class FakeLeaseApi(FakeApi):
             lease, metadata=msgspec.structs.replace(lease.metadata, resource_version=None)))
 
 
-def fake_elector(api: FakeLeaseApi, registry: CollectorRegistry) -> LeaderElector:
+class FakeTime:
+    """The elector's monotonic clock and its sleeps: a sleep moves the clock on at once (no real wait)."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await anyio.lowlevel.checkpoint()
+
+
+def fake_elector(api: FakeLeaseApi, registry: CollectorRegistry, time: FakeTime | None = None) -> LeaderElector:
+    time = time or FakeTime()
     return LeaderElector(api, "lease", "ns", identity=ME, timing=LeaseTiming(3.0, 2.0, 0.5),
-                         metrics=RuntimeMetrics(registry))
+                         metrics=RuntimeMetrics(registry), clock=time.clock, sleep=time.sleep)
 
 
 def status(registry: CollectorRegistry, metric: str) -> float | None:
@@ -320,3 +338,45 @@ async def test_run_refuses_to_run_twice_at_once() -> None:
             with pytest.raises(RuntimeError, match="already running"):
                 await elector.run(work)
             tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_a_standby_takes_over_once_the_holders_term_has_passed_on_its_own_clock() -> None:
+    api, time = FakeLeaseApi(), FakeTime()
+    api.store(Lease(metadata=ObjectMeta(name="lease", namespace="ns"), spec=held_by(OTHER, duration=3)))
+    elector = fake_elector(api, CollectorRegistry(), time)
+    took_over: list[float] = []
+
+    async def work() -> None:
+        took_over.append(time.now)
+
+    with anyio.fail_after(5):
+        await elector.run(work)
+    # first seen at T0; attempts every 0.5 s × (1 + up to 20 % jitter): the first one at or past T0 + 3 s wins
+    assert T0 + 3.0 <= took_over[0] < T0 + 3.0 + 0.5 * 1.2
+    method, spec = api.writes[0]
+    assert (method, spec.holder_identity, spec.lease_transitions) == ("PUT", ME, 1)
+
+
+@pytest.mark.anyio
+async def test_a_leader_that_cannot_renew_stops_at_its_renew_deadline_before_its_term_ends() -> None:
+    api, time = FakeLeaseApi(), FakeTime()
+    elector = fake_elector(api, CollectorRegistry(), time)
+    real_request = api.request
+
+    async def unreachable(method: str, path: str, **options: Any) -> bytes:
+        if elector.is_leader:
+            raise ApiError(503, "ServiceUnavailable", "etcd is down")
+        return await real_request(method, path, **options)
+
+    api.request = unreachable  # type: ignore[method-assign]
+
+    async def work() -> None:
+        await anyio.sleep_forever()
+
+    with anyio.fail_after(5), pytest.raises(LeadershipLost):
+        await elector.run(work)
+    assert elector.last_renewed == T0
+    assert elector.stopped_leading_at is not None
+    # it stops at the renew deadline (2 s), before the 3 s a standby waits from our last write
+    assert 2.0 <= elector.stopped_leading_at - elector.last_renewed < 3.0

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import cast
 
 import pytest
 
-from reconciler.app import resolve_kind
+from reconciler.app import after_own_applies, resolve_kind
+from reconciler.decision import Decision, Observed
+from shared.domain.api.codec import convert
+from shared.domain.api.process import Process
 from shared.domain.resources import DNS_ENDPOINTS, INGRESSES
 from shared.kube.client import Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
-
-pytestmark = pytest.mark.anyio
+from shared.kube.expectations import LAG_REQUEUE_SECONDS, ChildWriteExpectations
 
 
 class FakeMapper:
@@ -29,6 +32,7 @@ class FakeMapper:
         return found
 
 
+@pytest.mark.anyio
 async def test_a_served_kind_is_the_resource_discovery_names() -> None:
     discovered = Resource("networking.k8s.io", "v1", "ingresses", "Ingress", namespaced=True)
     mapper = FakeMapper(discovered)
@@ -36,6 +40,23 @@ async def test_a_served_kind_is_the_resource_discovery_names() -> None:
     assert mapper.asked == [("networking.k8s.io/v1", "Ingress")]
 
 
+@pytest.mark.anyio
 async def test_a_kind_whose_crd_is_missing_keeps_the_pinned_resource(caplog: pytest.LogCaptureFixture) -> None:
     assert await resolve_kind(cast(RESTMapper, FakeMapper()), DNS_ENDPOINTS) is DNS_ENDPOINTS
     assert "externaldns.k8s.io/v1alpha1 DNSEndpoint is not served" in caplog.text
+
+
+def test_a_decision_waits_while_a_child_cache_lags_the_last_apply_of_one_of_its_children() -> None:
+    spec = {"classification": {"pointType": "Gate", "substrate": "Compute"},
+            "intent": {"flux": {"gitRepository": "repo", "path": "./app"}}}
+    process = convert({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}, Process)
+    observed = Observed(process=process, now=datetime(2025, 6, 1, tzinfo=UTC))
+    decided = Decision(requeue_after=30.0)
+    writes: ChildWriteExpectations[Resource] = ChildWriteExpectations()
+    caches = {INGRESSES: "41"}
+    decide = after_own_applies(lambda _: decided, writes, caches.get)
+    assert decide(observed) is decided  # nothing written: decided as ever
+    writes.wrote("ns/p", INGRESSES, "42")
+    assert decide(observed) == Decision(requeue_after=LAG_REQUEUE_SECONDS)  # no writes, look again soon
+    caches[INGRESSES] = "42"
+    assert decide(observed) is decided
