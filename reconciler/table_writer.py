@@ -59,6 +59,7 @@ from shared.domain.api.codec import decode_table, wire_decoder
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 from shared.domain.api.table import PROCESS_TABLE_NAME, ProcessTable
+from shared.domain.hostnames import DEFAULT_FLEET_CLUSTER
 from shared.domain.resources import PROCESS_TABLES, PROCESSES
 from shared.kube.api import KubeApi
 from shared.kube.controller import Controller, Request, Result
@@ -91,8 +92,6 @@ LEAVING_SECONDS: Final = 30.0
 """How long a released holder counts in the phase it is leaving for, while the Process cache still
 shows it in Running or Attested at the resourceVersion it was released at."""
 
-DEFAULT_FLEET_CLUSTER: Final = "pleme-dev"
-"""``--fleet-cluster``'s default (docs/behaviour.md#tatara-reconciler-flags)."""
 
 DEFAULT_INTERVAL: Final = 2.0
 """Seconds between two table status writes, at most one write per interval."""

@@ -24,6 +24,7 @@ from shared.domain.api.process import Process
 from shared.domain.duration import DurationError
 from shared.domain.manifests.batch import Job
 from shared.kube.events import Event
+from shared.kube.meta import namespace_of
 
 __all__ = [
     "EXIT_CHILD_STALLED",
@@ -79,10 +80,6 @@ class Deps:
     evaluate: Evaluate = field(default=boundary.evaluate)
     export_job: RenderExportJob = field(default=_render_export_job)
     fleet_cluster: str = RoutingConfig().cluster
-
-
-def namespace_of(process: Process) -> str:
-    return process.metadata.namespace or "default"
 
 
 def status_message(process: Process) -> str | None:
