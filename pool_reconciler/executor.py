@@ -50,7 +50,7 @@ from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS
 from shared.kube.api import KubeApi
 from shared.kube.client import Resource
 from shared.kube.controller import Result
-from shared.kube.errors import Conflict, NotFound
+from shared.kube.errors import AlreadyExists, Conflict, NotFound
 from shared.kube.events import Event, EventRecorder
 from shared.kube.expectations import WriteExpectations
 from shared.kube.meta import ObjectMeta
@@ -104,7 +104,7 @@ class Executor:
         """
         ns, name = pool.metadata.namespace or "default", pool.metadata.name or ""
         for create in decision.create:
-            with contextlib.suppress(Conflict):  # AlreadyExists: an earlier pass created it
+            with contextlib.suppress(AlreadyExists):  # an earlier pass created it
                 await self.client.create(PROCESSES, create.process.to_json(), ns)
         lost = False
         for patch in decision.patch:

@@ -140,8 +140,9 @@ def test_the_scans_pass_members_and_sentences() -> None:
     assert spelled_reasons('WRITE_REFUSED = "WriteRefused"\n', VALUES) == [(1, "WriteRefused")]
 
 
-# Every reason the reconcilers wrote before the sets existed, spelled as the code then did (and as the
-# Events and conditions docs/behaviour.md describes): the sets must keep each byte for byte.
+# Every reason the reconcilers write, spelled as the code wrote it as a literal before the sets existed (the
+# few added since, such as CelTypeError, ExportJobWaiting and MaxSizeReached, as docs/behaviour.md names
+# them): the sets must keep each byte for byte, and hold no other.
 PROCESS_WIRE = {
     "MaxConcurrent", "Declared", "DependenciesUnmet", "SelfDependency", "DependencyCycle", "ParentNotFound",
     "PidRefused", "DependenciesSatisfied", "InvalidSpec", "BoundaryTimeout", "InvalidCelExpression",

@@ -1,7 +1,7 @@
 """``examples/ephemeral-exports.yaml`` on the node: the reconciler in its pod creates the three export Jobs, the
 real Job controller runs each as a pod under the export worker's own ServiceAccount (which the chart gave the
 namespace), and from the node the pods ship the JUnit report to the HTTP receiver and the receipts to NATS
-JetStream on the host, then write their receipts (docs/behaviour.md#exports)."""
+JetStream on the host, then write their receipts (docs/behaviour.md#the-export-worker)."""
 
 from __future__ import annotations
 

@@ -137,7 +137,8 @@ async def test_a_process_just_admitted_holds_its_slot_while_the_cache_still_show
     younger = proc("b", "Pending", created="2025-06-01T11:00:05Z", spec=capped)
     reconciler, executor = setup(older, younger, pids=True)
     await reconciler.reconcile(Request("ns", "a"))  # admitted, and on through the phases it passes through
-    print("MSG", as_json(last(executor).status)["message"], last(executor).transitions)
+    first = last(executor).transitions[0]
+    assert (first.source.value, first.target.value) == ("Pending", "Forking")
 
     await reconciler.reconcile(Request("ns", "b"))  # "a" is still Pending in the cache
     waiting = last(executor)
