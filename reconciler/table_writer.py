@@ -90,7 +90,7 @@ RELEASE_ATTEMPTS: Final = 5
 
 LEAVING_SECONDS: Final = 30.0
 """How long a released holder counts in the phase it is leaving for, while the Process cache still
-shows it in Running or Attested at the resourceVersion it was released at."""
+shows it in Running or Attested (its phase write not seen yet, even at a newer resourceVersion)."""
 
 
 DEFAULT_INTERVAL: Final = 2.0
@@ -168,9 +168,9 @@ class TableStatusWriter:
         self._uid: str | None = None
         self._lock = anyio.Lock()
         """One claims decision at a time: a pass and a :meth:`release` never interleave."""
-        self._leaving: dict[str, tuple[str | None, ProcessPhase, float]] = {}
-        """``<ns>/<name>`` → (resourceVersion it was released at, the phase it leaves for, when), until the
-        cache shows it moved on (:meth:`bidders`)."""
+        self._leaving: dict[str, tuple[ProcessPhase, float]] = {}
+        """``<ns>/<name>`` → (the phase it leaves for, when released), until the cache shows it out of
+        Running and Attested (:meth:`bidders`)."""
 
     # -- the controller ---------------------------------------------------------------------
 
@@ -268,17 +268,17 @@ class TableStatusWriter:
 
     def bidders(self) -> list[Process]:
         """``processes()``, each Process released by :meth:`release` counted in the phase it left for while
-        the cache still shows it eligible at the resourceVersion it was released at (for at most
-        :data:`LEAVING_SECONDS`): a pass between the release and the cache showing the phase write must
-        not hand the claim back to it."""
+        the cache still shows it eligible (for at most :data:`LEAVING_SECONDS`): a pass between the release
+        and the cache showing the phase write must not hand the claim back to it. The executor writes the
+        Process's annotations (a signal taken, ``released-from``) between the release and the phase write,
+        so a newer resourceVersion still in Running or Attested is not yet the phase write."""
         now, out = self.clock.now(), []
         for process in self.processes():
             ref = process_ref(process)
             leaving = self._leaving.get(ref)
             if leaving is not None:
-                version, phase, since = leaving
-                if (process.phase in ELIGIBLE_PHASES and process.metadata.resource_version == version
-                        and now - since <= LEAVING_SECONDS):
+                phase, since = leaving
+                if process.phase in ELIGIBLE_PHASES and now - since <= LEAVING_SECONDS:
                     process = in_phase(process, phase)
                 else:
                     del self._leaving[ref]
@@ -299,10 +299,8 @@ class TableStatusWriter:
         """
         ref = process_ref(process)
         async with self._lock:
-            # the version the cache shows now (it may have moved past the one decided on): kept leaving
-            # until the cache shows a later one, its phase write
-            cached = next((p for p in self.processes() if process_ref(p) == ref), process)
-            self._leaving[ref] = (cached.metadata.resource_version, phase, self.clock.now())
+            # counted as leaving until the cache shows it out of Running/Attested (its phase write)
+            self._leaving[ref] = (phase, self.clock.now())
             for _ in range(RELEASE_ATTEMPTS):
                 table, raw = await self.keeper.read_document()
                 if not holder_keys(table.status.claims if table.status is not None else {}, ref):

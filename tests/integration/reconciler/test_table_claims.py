@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from reconciler.claims import in_phase
 from reconciler.pid import JSON_PATCH
 from reconciler.table import TableStatusWriter
 from shared.domain.api.codec import convert
@@ -51,6 +52,12 @@ def clock(start: datetime) -> Iterator[datetime]:
 @pytest.fixture
 def tname() -> str:
     return f"claims-{uuid.uuid4().hex[:8]}"
+
+
+def version_of(process: Process, resource_version: str) -> Process:
+    """``process`` as the cache shows it at another resourceVersion."""
+    return msgspec.structs.replace(process, metadata=msgspec.structs.replace(process.metadata,
+                                                                           resource_version=resource_version))
 
 
 def writer(kc: KubeClient, tname: str, processes: list[Process], start: datetime = T0) -> TableStatusWriter:
@@ -135,8 +142,17 @@ async def test_a_release_passes_the_claim_on_at_once_and_a_lagging_cache_does_no
         assert (await stored(kc, tname))[KEY] == moved
         # nothing names a any more: a second release writes nothing
         assert not await w.release(A, ProcessPhase.EXITING)
-        # the cache shows a's next version (back in Running, say): it is a bidder as it stands again
-        cache = [msgspec.structs.replace(A, metadata=msgspec.structs.replace(A.metadata, resource_version="2")), B]
+        # the cache shows a's next version still Attested: the executor's annotation write (a signal taken,
+        # released-from) lands between the release and the phase write, so it is still leaving
+        cache = [version_of(A, "2"), B]
+        await w.flush()
+        assert (await stored(kc, tname))[KEY] == moved
+        # the cache shows the phase write (Exiting): no longer eligible, and no longer held out
+        cache = [in_phase(version_of(A, "3"), ProcessPhase.EXITING), B]
+        await w.flush()
+        assert (await stored(kc, tname))[KEY] == moved
+        # a later version of a back in Attested (a new life of the Process): a bidder as it stands again
+        cache = [version_of(A, "4"), B]
         await w.flush()
         assert (await stored(kc, tname))[KEY]["holder"] == "ns/a"
     finally:
