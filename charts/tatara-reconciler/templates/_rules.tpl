@@ -84,6 +84,16 @@ Leases are granted by the namespaced Role in leader-election-rbac.yaml.
   verbs: ["get"]
 {{- end }}
 
+{{/*
+The ProcessTable's Events (ProcessTableRecreated, ProcessTableInUse): Events of a cluster-scoped object live in
+namespace "default" (shared/kube/events.py), so with watchNamespace set they need a RoleBinding there.
+*/}}
+{{- define "tatara.tableEventRules" -}}
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
 {{- define "tatara.jobRules" -}}
 - apiGroups: ["batch"]
   resources: ["jobs"]

@@ -239,6 +239,13 @@ def test_watch_namespace_renders_namespaced_bindings_only(helm: Path, chart: str
     # The watched namespace gets what every namespace gets otherwise: the rules the e2e run exercises.
     assert one[("RoleBinding", "team-a", f"rel-{chart}")] == everywhere[("ClusterRoleBinding", None, f"rel-{chart}")]
     assert ("RoleBinding", "team-a", f"rel-{chart}-jobs") in one
+    if chart == "tatara-reconciler":
+        # the ProcessTable's Events live in "default", as every cluster-scoped object's do
+        assert _grants(one[("RoleBinding", "default", f"rel-{chart}-table-events")]) == {
+            ("", "events", "create"), ("", "events", "patch")}
+        assert not [key for key in everywhere if key[2].endswith("-table-events")], "cluster-wide: not needed"
+        watching_default = _rules_by_binding(_controller_rbac(helm, chart, "watchNamespace=default"))
+        assert not [key for key in watching_default if key[2].endswith("-table-events")], "covered already"
 
 
 def test_the_export_worker_gets_exactly_its_calls_bound_in_the_listed_namespaces(helm: Path) -> None:
