@@ -122,8 +122,11 @@ def stable_hosts(child: ChildObject) -> list[str]:
 
 
 def route_gone(event: WatchEventType, old: ChildObject | None, new: ChildObject) -> bool:
-    """Keep only the deletion of a routing child: what a new holder's stable pair waits for."""
-    return event is WatchEventType.DELETED
+    """Keep what a new holder's stable pair waits for: the deletion of a routing child, or a change of the
+    stable hosts one serves (a host it stops serving is free)."""
+    if event is WatchEventType.DELETED:
+        return True
+    return event is WatchEventType.MODIFIED and old is not None and stable_hosts(old) != stable_hosts(new)
 
 
 def claim_apps(process: Process) -> list[str]:

@@ -319,8 +319,17 @@ def test_claim_apps_are_the_apps_of_a_stable_name_bidder() -> None:
     assert claim_apps(bidder(False)) == []
 
 
-@pytest.mark.parametrize(("event", "kept"), [(WatchEventType.DELETED, True), (WatchEventType.ADDED, False),
-                                             (WatchEventType.MODIFIED, False)])
-def test_only_a_routing_child_going_wakes_the_other_bidders(event: WatchEventType, kept: bool) -> None:
-    child = routing_child("stable", {"rules": [{"host": "api.c.l.d"}]})
-    assert route_gone(event, child, child) is kept
+SERVING = routing_child("stable", {"rules": [{"host": "api.c.l.d"}]})
+ELSEWHERE = routing_child("stable", {"rules": [{"host": "web.c.l.d"}]})
+
+
+@pytest.mark.parametrize(
+    ("event", "old", "new", "kept"),
+    [(WatchEventType.DELETED, SERVING, SERVING, True), (WatchEventType.ADDED, None, SERVING, False),
+     (WatchEventType.MODIFIED, SERVING, SERVING, False), (WatchEventType.MODIFIED, SERVING, ELSEWHERE, True)],
+    ids=["deleted", "added", "changed, same hosts", "changed to serve another host: the old host is free"],
+)
+def test_only_a_routing_child_freeing_a_host_wakes_the_other_bidders(
+    event: WatchEventType, old: ChildObject | None, new: ChildObject, kept: bool
+) -> None:
+    assert route_gone(event, old, new) is kept
