@@ -75,7 +75,6 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "CONTROLLER_NAME",
-    "DEFAULT_FLEET_CLUSTER",
     "DEFAULT_INTERVAL",
     "LEAVING_SECONDS",
     "RELEASE_ATTEMPTS",

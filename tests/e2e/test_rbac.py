@@ -113,8 +113,8 @@ which live in ``default`` like every cluster-scoped object's, written only when 
 while PIDs are held. The same verbs in the watched namespace stay checked."""
 
 FIRST_START: dict[Key, str] = {
-    ("tatara-reconciler", "tatara.pleme.io", "processtables", "create"): "reconciler/table.py",
-    ("tatara-reconciler", "tatara.pleme.io", "processes", "list"): "reconciler/table.py",
+    ("tatara-reconciler", "tatara.pleme.io", "processtables", "create"): "reconciler/table_keeper.py",
+    ("tatara-reconciler", "tatara.pleme.io", "processes", "list"): "reconciler/table_keeper.py",
 }
 """Grants used only when the ProcessTable is missing (a LIST of every Process, then the create): excused when
 an earlier test of the session made the table (with ``watchNamespace``, the LIST is the only cluster-wide one)."""

@@ -19,12 +19,12 @@ namespace is watched, by a RoleBinding in watchNamespace otherwise.
 
 "tatara.clusterRules" (<fullname>-cluster): what is cluster-wide by nature, always bound by a ClusterRoleBinding.
 - ProcessTables (cluster-scoped): get, create when missing, nextSequence bump by JSON patch, finalizer by merge
-  patch (reconciler/pid.py, reconciler/table.py); an informer (list/watch) wakes the table writer
-  (reconciler/app.py); processtables/status: counts by merge patch, claims by JSON patch (reconciler/table.py).
+  patch (reconciler/pid.py, reconciler/table_keeper.py); an informer (list/watch) wakes the table writer
+  (reconciler/app.py); processtables/status: counts by merge patch, claims by JSON patch (reconciler/table_writer.py).
 - With watchNamespace, Processes outside it, as PIDs and claims span the cluster: get, the table writer reading
-  a stable-name claim's holder in another namespace (reconciler/table.py foreign_holders); list, the highest
+  a stable-name claim's holder in another namespace (reconciler/table_writer.py, with claims.foreign_holders); list, the highest
   sequence number held when the table is (re)created, and whether any Process still holds a PID when the table
-  is being deleted (reconciler/table.py TableKeeper), and a parent's children for maxChildren (reconciler/pid.py).
+  is being deleted (reconciler/table_keeper.py TableKeeper), and a parent's children for maxChildren (reconciler/pid.py).
 - Discovery: GET /api/v1 and /apis/<group>/<version> to map kinds to resources (shared/kube/discovery.py).
 
 "tatara.jobRules" (<fullname>-jobs): bound by a RoleBinding in each namespace of "tatara.jobNamespaces" only.

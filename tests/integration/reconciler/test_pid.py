@@ -11,7 +11,8 @@ import msgspec
 import pytest
 
 from reconciler.pid import JSON_PATCH, PidRefused, SequenceAllocator, allocate_pid
-from reconciler.table import TableKeeper, TableStatusWriter, held_sequence
+from reconciler.table_keeper import TableKeeper, held_sequence
+from reconciler.table_writer import TableStatusWriter
 from shared.domain import finalizers
 from shared.domain.api.codec import convert, decode_table, to_wire
 from shared.domain.api.process import Process

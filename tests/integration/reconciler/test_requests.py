@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.app import build
 from reconciler.config import ReconcilerConfig
-from reconciler.table import JSON_PATCH, TableKeeper
+from reconciler.table_keeper import JSON_PATCH, TableKeeper
 from shared.domain.resources import PROCESSES
 from shared.kube.client import EVENTS, KubeClient
 from tests.integration.reconciler.test_lifecycle import flux_process, phase_of

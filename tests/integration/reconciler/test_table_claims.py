@@ -14,7 +14,7 @@ import pytest
 
 from reconciler.claims import in_phase
 from reconciler.pid import JSON_PATCH
-from reconciler.table import TableStatusWriter
+from reconciler.table_writer import TableStatusWriter
 from shared.domain.api.codec import convert
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process

@@ -17,7 +17,7 @@ from reconciler.pid import (
     identity_name,
     pid_level,
 )
-from reconciler.table import default_table, held_sequence, sequences_of
+from reconciler.table_keeper import default_table, held_sequence, sequences_of
 from shared.domain.api.codec import convert, to_wire
 from shared.domain.api.process import Process
 from shared.domain.api.table import ProcessTableSpec

@@ -12,15 +12,9 @@ import pytest
 from anyio import wait_all_tasks_blocked
 from prometheus_client import CollectorRegistry
 
-from reconciler.table import (
-    TableKeeper,
-    TableStatusWriter,
-    claims_patch,
-    is_ready,
-    pid_sort_key,
-    table_existed,
-    table_status,
-)
+from reconciler.table_keeper import TableKeeper, table_existed
+from reconciler.table_rows import claims_patch, is_ready, pid_sort_key, table_status
+from reconciler.table_writer import TableStatusWriter
 from shared.domain import finalizers
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process

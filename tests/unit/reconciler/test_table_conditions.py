@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.table import table_status, with_table_conditions
+from reconciler.table_rows import table_status, with_table_conditions
 from shared.domain.api.codec import convert
 from shared.domain.api.table import ProcessTable
 
