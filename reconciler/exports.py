@@ -15,6 +15,7 @@ from typing import Final
 
 from reconciler.boundary import receipt_of
 from reconciler.children import ChildRef, ChildState
+from reconciler.config import ReconcilerConfig
 from reconciler.render import FIELD_MANAGER, owned_metadata, process_label_value
 from shared.domain import annotations as ann
 from shared.domain import labels
@@ -78,10 +79,10 @@ _P = ProcessPhase
 
 @dataclass(frozen=True)
 class ExportJobConfig:
-    """``--export-worker-image`` and ``--export-worker-service-account``."""
+    """``--export-worker-image`` and ``--export-worker-service-account`` (their defaults are the flags')."""
 
-    image: str = "ghcr.io/pleme-io/tatara-export-worker:0.2.0"
-    service_account: str = "tatara-export-worker"
+    image: str = ReconcilerConfig.export_worker_image
+    service_account: str = ReconcilerConfig.export_worker_service_account
 
 
 def export_job_name(process: Process, index: int) -> str:
