@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Final
 
@@ -308,11 +309,25 @@ def without_pod(process: Process, jobs: Mapping[int, ObservedJob]) -> dict[int, 
     return out
 
 
+_OLDEST: Final = datetime.min.replace(tzinfo=UTC)
+
+
+def _instant(text: str) -> datetime | None:
+    """An RFC 3339 ``Time`` (``2025-06-01T11:00:00Z``) or ``MicroTime`` (six fractional digits) as an aware
+    instant; None when it does not parse."""
+    try:
+        instant = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
+
+
 def latest_warning(events: Sequence[Mapping[str, object]], job_uid: str) -> JobWaiting | None:
     """The reason and message of the newest Warning Event in ``events`` about the Job ``job_uid`` (by
     ``involvedObject.uid``; newest by ``series.lastObservedTime``, ``lastTimestamp``, ``eventTime``, then
-    ``firstTimestamp``, all RFC 3339 in UTC so they compare as text); None when there is none."""
-    best: tuple[str, JobWaiting] | None = None
+    ``firstTimestamp``: RFC 3339 Time or MicroTime, compared as instants, since ``…:00Z`` sorts after
+    ``…:00.5Z`` as text); None when there is none. A stamp that does not parse counts as the oldest."""
+    best: tuple[datetime, JobWaiting] | None = None
     for event in events:
         involved = event.get("involvedObject")
         if event.get("type") != "Warning" or not isinstance(involved, Mapping) or involved.get("uid") != job_uid:
@@ -320,7 +335,8 @@ def latest_warning(events: Sequence[Mapping[str, object]], job_uid: str) -> JobW
         series = event.get("series")
         stamps = [series.get("lastObservedTime") if isinstance(series, Mapping) else None,
                   event.get("lastTimestamp"), event.get("eventTime"), event.get("firstTimestamp")]
-        when = next((str(t) for t in stamps if isinstance(t, str) and t), "")
+        when = next((parsed for t in stamps if isinstance(t, str) and (parsed := _instant(t)) is not None),
+                    _OLDEST)
         reason, message = event.get("reason"), event.get("message")
         found = JobWaiting(reason=reason if isinstance(reason, str) and reason else "Warning",
                            message=message if isinstance(message, str) else "")

@@ -291,8 +291,16 @@ def event(uid: str, reason: str, message: str, *, type_: str = "Warning", **stam
      JobWaiting(reason="FailedCreate", message="by series")),
     ([event("other", "FailedCreate", "an earlier Job of the same name", lastTimestamp="2025-06-01T11:05:00Z"),
       event("j", "SuccessfulCreate", "Created pod", type_="Normal", lastTimestamp="2025-06-01T11:06:00Z")], None),
+    ([event("j", "FailedCreate", "micro, later in the same second", eventTime="2025-06-01T11:00:00.500000Z"),
+      event("j", "FailedCreate", "whole second", lastTimestamp="2025-06-01T11:00:00Z")],
+     JobWaiting(reason="FailedCreate", message="micro, later in the same second")),
+    ([event("j", "FailedCreate", "dated", lastTimestamp="2025-06-01T11:00:00Z"),
+      event("j", "FailedCreate", "unparseable", lastTimestamp="yesterday")],
+     JobWaiting(reason="FailedCreate", message="dated")),
 ], ids=["no Event", "one Warning", "the newest of three", "a series counts by its last observation",
-        "another Job's Warning and a Normal Event are not reasons"])
+        "another Job's Warning and a Normal Event are not reasons",
+        "a MicroTime half a second into a second is newer than the whole second",
+        "a stamp that does not parse is the oldest"])
 def test_the_latest_warning_of_a_job(events: list[dict[str, Any]], expected: JobWaiting | None) -> None:
     assert latest_warning(events, "j") == expected
 
