@@ -28,14 +28,18 @@ from shared.domain.api.tagged_union import VariantError
 from shared.domain.canonical_json import canonical_json
 from shared.domain.export_key import export_key
 from shared.domain.manifests.batch import (
+    Capabilities,
     Container,
     Job,
     JobSpec,
     JobWaiting,
     ObservedJob,
+    PodSecurityContext,
     PodSpec,
     PodTemplateSpec,
     ResourceRequirements,
+    SeccompProfile,
+    SecurityContext,
 )
 from shared.kube.meta import ObjectMeta, namespace_of
 
@@ -70,6 +74,14 @@ WORKER_COMMAND: Final = ("tatara-export-worker",)
 
 _RESOURCES: Final = ResourceRequirements(requests={"cpu": "10m", "memory": "32Mi"},
                                          limits={"cpu": "200m", "memory": "128Mi"})
+_POD_SECURITY: Final = PodSecurityContext(run_as_non_root=True, seccomp_profile=SeccompProfile(type="RuntimeDefault"))
+_CONTAINER_SECURITY: Final = SecurityContext(
+    allow_privilege_escalation=False, read_only_root_filesystem=True, run_as_non_root=True,
+    capabilities=Capabilities(drop=["ALL"]), seccomp_profile=SeccompProfile(type="RuntimeDefault"))
+"""An export pod's security contexts: what the Pod Security Standards' ``restricted`` profile requires
+(non-root, no privilege escalation, every capability dropped, the runtime's seccomp filter), plus a
+read-only root filesystem, as the charts' controller pods have; the worker writes nothing to disk
+(docs/divergences.md#export-pod-security)."""
 _CONFIG_MAP: Final = ("v1", "ConfigMap")
 MAX_JOB_NAME: Final = 63
 """A Job's name is also its pods' ``batch.kubernetes.io/job-name`` label value: at most 63 characters."""
@@ -156,8 +168,10 @@ def export_job(process: Process, index: int, export: ExportSpec, *, owner_uid: s
                 spec=PodSpec(
                     restart_policy="Never",
                     service_account_name=config.service_account,
+                    security_context=_POD_SECURITY,
                     containers=[Container(name="worker", image=config.image, image_pull_policy="IfNotPresent",
-                                          command=list(WORKER_COMMAND), resources=_RESOURCES, args=args)],
+                                          command=list(WORKER_COMMAND), resources=_RESOURCES, args=args,
+                                          security_context=_CONTAINER_SECURITY)],
                 ),
             ),
         ),

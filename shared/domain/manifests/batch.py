@@ -3,7 +3,7 @@
 :class:`Job` is what is sent: ``apiVersion``/``kind`` (from :mod:`shared.domain.resources`) always
 present, every unset optional field left out, so a server-side apply claims only the fields we set.
 It carries what a one-shot worker needs — a container with image, command, args and plain
-environment values, the pod's service account, restart policy, labels/annotations on the pod
+environment values, the pod's service account and security context, restart policy, labels/annotations on the pod
 template, and the Job's retry, deadline and TTL knobs — and nothing else. The pool reconciler's
 reset Job and the Process reconciler's export Jobs use it.
 
@@ -11,7 +11,7 @@ reset Job and the Process reconciler's export Jobs use it.
 fields that say how it ended (:meth:`JobStatus.outcome`).
 
 Source: the Kubernetes API reference, "Job v1 batch" (``JobSpec``, ``JobStatus``, ``JobCondition``)
-and "Pod v1 core" (``PodSpec``, ``Container``, ``EnvVar``).
+and "Pod v1 core" (``PodSpec``, ``Container``, ``EnvVar``, ``SecurityContext``, ``PodSecurityContext``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from shared.kube.client import Resource
 from shared.kube.meta import ObjectMeta
 
 __all__ = [
+    "Capabilities",
     "Container",
     "EnvVar",
     "Job",
@@ -34,9 +35,12 @@ __all__ = [
     "JobStatus",
     "JobWaiting",
     "ObservedJob",
+    "PodSecurityContext",
     "PodSpec",
     "PodTemplateSpec",
     "ResourceRequirements",
+    "SeccompProfile",
+    "SecurityContext",
 ]
 
 class EnvVar(WireStruct):
@@ -53,6 +57,38 @@ class ResourceRequirements(WireStruct):
     limits: dict[str, str] | None = None
 
 
+class SeccompProfile(WireStruct):
+    """``seccompProfile``: ``RuntimeDefault`` (the container runtime's default filter), ``Localhost`` or
+    ``Unconfined``."""
+
+    type: str
+
+
+class Capabilities(WireStruct):
+    """``securityContext.capabilities``: Linux capabilities added to or dropped from the runtime's default set."""
+
+    add: list[str] | None = None
+    drop: list[str] | None = None
+
+
+class SecurityContext(WireStruct):
+    """A container's ``securityContext`` (the fields the Pod Security Standards' ``restricted`` profile checks,
+    and a read-only root filesystem)."""
+
+    allow_privilege_escalation: bool | None = None
+    read_only_root_filesystem: bool | None = None
+    run_as_non_root: bool | None = None
+    capabilities: Capabilities | None = None
+    seccomp_profile: SeccompProfile | None = None
+
+
+class PodSecurityContext(WireStruct):
+    """A pod's ``securityContext``: what applies to every container unless a container says otherwise."""
+
+    run_as_non_root: bool | None = None
+    seccomp_profile: SeccompProfile | None = None
+
+
 class Container(WireStruct):
     """One container: ``image``, optionally ``command`` (replaces the entrypoint) and ``args``."""
 
@@ -64,6 +100,7 @@ class Container(WireStruct):
     image_pull_policy: str | None = None
     """``Always``, ``IfNotPresent`` or ``Never``; unset: the API server's default for the image tag."""
     resources: ResourceRequirements | None = None
+    security_context: SecurityContext | None = None
 
 
 class PodSpec(WireStruct):
@@ -73,6 +110,7 @@ class PodSpec(WireStruct):
     restart_policy: str = "Never"
     """A Job's pods may only use ``Never`` or ``OnFailure``."""
     service_account_name: str | None = None
+    security_context: PodSecurityContext | None = None
 
 
 class PodTemplateSpec(WireStruct):

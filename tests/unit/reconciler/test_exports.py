@@ -105,7 +105,12 @@ def test_the_export_job_has_every_field_the_spec_lists() -> None:
     assert spec["template"]["metadata"] == {"labels": labels}
     pod = spec["template"]["spec"]
     assert (pod["restartPolicy"], pod["serviceAccountName"]) == ("Never", "exporter")
+    # docs/divergences.md#export-pod-security: the Pod Security Standards' restricted profile, read-only root
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     (container,) = pod["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
     assert container["name"] == "worker"
     assert container["image"] == "registry.local/worker:1"
     assert container["imagePullPolicy"] == "IfNotPresent"
