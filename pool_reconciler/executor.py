@@ -13,7 +13,10 @@ One order for both kinds (a decision leaves out the steps it has nothing for):
 4. **member deletes** (404 tolerated); one guarded by the member's resourceVersion that loses (409:
    the member changed since observed, e.g. an allocation claimed it) is not deleted, and the pass
    comes back in :data:`RETRY_AFTER_CONFLICT` seconds;
-5. **reset Jobs**, server-side applied as :data:`FIELD_MANAGER`;
+5. **reset Jobs**, server-side applied as :data:`FIELD_MANAGER`; one the API server refuses for good
+   (403 RBAC, 400/422 admission or validation) gets a Warning Event ``ResetRefused`` on the pool with
+   the server's message before the error is raised (the pass backs off and retries; without the Event
+   nothing on the pool said why its returned member never came back);
 6. **the ``/status`` merge patch**, skipped when it changes nothing; guarded by the resourceVersion the
    decision was made on when the controller read the object live (a 409 means "decide again"). The
    resourceVersion each status write returns is remembered (:attr:`Executor.pool_writes`,
@@ -43,6 +46,7 @@ import msgspec
 
 from pool_reconciler.decision import AllocationDecision, MemberPatch, PoolDecision
 from pool_reconciler.metrics import PoolMetrics
+from pool_reconciler.reasons import PoolReason
 from pool_reconciler.returns import SeenReturns, return_mark
 from shared.domain.api.allocation import AllocationPhase, EphemeralAllocation
 from shared.domain.api.pool import EphemeralPool
@@ -50,7 +54,7 @@ from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, JOBS
 from shared.kube.api import KubeApi
 from shared.kube.client import Resource
 from shared.kube.controller import Result
-from shared.kube.errors import AlreadyExists, Conflict, NotFound
+from shared.kube.errors import AlreadyExists, BadRequest, Conflict, Forbidden, Invalid, NotFound
 from shared.kube.events import Event, EventRecorder
 from shared.kube.expectations import WriteExpectations
 from shared.kube.meta import ObjectMeta
@@ -122,7 +126,12 @@ class Executor:
                 log.info("member %s/%s changed since observed (%s); not deleted", ns, delete.name, delete.reason)
                 lost = True
         for job in decision.apply:
-            await apply(self.client, JOBS, job, field_manager=FIELD_MANAGER)
+            try:
+                await apply(self.client, JOBS, job, field_manager=FIELD_MANAGER)
+            except (Forbidden, Invalid, BadRequest) as refused:
+                await self.recorder.emit(EPHEMERAL_POOLS, pool, Event.warning(
+                    PoolReason.RESET_REFUSED, f"reset Job {job.metadata.name} refused: {refused}"))
+                raise
         if decision.status is not None:
             written = await patch_status(self.client, EPHEMERAL_POOLS, ns, name, decision.status, current=pool)
             self._wrote(self.pool_writes, ns, name, written)

@@ -29,6 +29,7 @@ class PoolReason(ReasonSet):
     MEMBER_RETURNED = "MemberReturned", _N, "pool: a returned member is free again (Keep, or reset)"
     RESET_STARTED = "ResetStarted", _N, "pool: a returned member's reset Job started"
     RESET_FAILED = "ResetFailed", _W, "pool: a reset Job failed; the member is replaced"
+    RESET_REFUSED = "ResetRefused", _W, "pool: the API server refused a reset Job (RBAC, validation); retried"
     MEMBER_REPLACING = "MemberReplacing", _N, "pool: a returned member is sent SIGTERM to be replaced"
     BOUND = "Bound", _C | _N, "allocation: bound to a free member"
     INVALID_TTL = "InvalidTtl", _W, "allocation: its TTL does not parse; it holds for 1 h"

@@ -141,7 +141,7 @@ def test_the_scans_pass_members_and_sentences() -> None:
 
 
 # Every reason the reconcilers write, spelled as the code wrote it as a literal before the sets existed (the
-# few added since, such as CelTypeError, ExportJobWaiting and MaxSizeReached, as docs/behaviour.md names
+# few added since, such as CelTypeError, ExportJobWaiting, MaxSizeReached and ResetRefused, as docs/behaviour.md names
 # them): the sets must keep each byte for byte, and hold no other.
 PROCESS_WIRE = {
     "MaxConcurrent", "Declared", "DependenciesUnmet", "SelfDependency", "DependencyCycle", "ParentNotFound",
@@ -159,7 +159,7 @@ PROCESS_WIRE = {
 POOL_WIRE = {
     "MembersCreated", "InvalidTemplate", "MembersDeleted", "Paused", "MaxSizeReached", "Draining",
     "MemberReturned", "ResetStarted", "ResetFailed", "MemberReplacing", "Bound", "InvalidTtl", "MemberLost",
-    "SpawnTimeout",
+    "SpawnTimeout", "ResetRefused",
 }
 
 

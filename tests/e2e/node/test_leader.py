@@ -1,7 +1,8 @@
 """Leader election between two replicas in pods: deleting the pod that holds a chart's Lease hands the Lease
 to another live replica within the Lease's duration (the standby, or the pod the ReplicaSet starts in the
-deleted one's place: both campaign every retry period with jitter, so either may win the released Lease), and the fault tier's invariants hold for the work done
-around it (unique PIDs, one Flux child per Process, exclusive bindings; tests/faults/harness.py)."""
+deleted one's place: both campaign every retry period with jitter, so either may win the released Lease),
+and the fault tier's invariants hold for the work done around it (unique PIDs, one Flux child per Process,
+exclusive bindings; tests/faults/harness.py)."""
 
 from __future__ import annotations
 

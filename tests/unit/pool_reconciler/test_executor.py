@@ -25,7 +25,7 @@ from shared.domain import annotations as ann
 from shared.domain.api.allocation import AllocationPhase
 from shared.domain.api.pool import PoolPhase
 from shared.domain.resources import PROCESSES
-from shared.kube.errors import Conflict
+from shared.kube.errors import Conflict, Forbidden, Invalid, ServerError
 from shared.kube.events import Event, EventRecorder
 from tests.unit.pool_reconciler.builders import NOW, alloc, pool, process
 from tests.unit.pool_reconciler.fake_client import FakeClient
@@ -74,6 +74,36 @@ async def test_a_lost_guarded_member_patch_still_writes_the_rest_and_comes_back_
     assert ("delete", "processes/b") in client.writes
     assert result.requeue_after == RETRY_AFTER_CONFLICT
     assert registry.get_sample_value("tatara_pool_releases_total", {"outcome": "keep"}) is None
+
+
+@pytest.mark.parametrize("refusal", [
+    Forbidden(403, "Forbidden", 'jobs.batch "r" is forbidden: User "system:serviceaccount:t:p" cannot patch'),
+    Invalid(422, "Invalid", 'Job.batch "r" is invalid: spec.template.spec.containers[0].image: Required value'),
+], ids=["RBAC", "validation"])
+async def test_a_refused_reset_job_says_why_on_the_pool_and_the_pass_backs_off(refusal: Exception) -> None:
+    p, m = pool(), process("a", annotations={ann.RETURN_TRIGGER: "true"})
+    job = reset_job(p, m, "img")
+    client = FakeClient(stored=(p, m), fail={("apply", f"jobs/{job.metadata.name}"): refusal})
+    run, _ = executor(client)
+    decision = PoolDecision(apply=(job,), status=PoolStatusPatch(phase=PoolPhase.STEADY))
+    with pytest.raises(type(refusal)):
+        await run.execute_pool(p, decision)
+    (event,) = [c.body for c in client.calls if c.path.startswith("events/")]
+    assert (event["type"], event["reason"]) == ("Warning", "ResetRefused")
+    assert str(job.metadata.name) in event["message"]
+    assert str(refusal) in event["message"]
+    assert ("merge_patch", "ephemeralpools/test-pool/status") not in client.writes  # decided again after backoff
+
+
+async def test_a_reset_job_that_fails_for_a_passing_reason_is_only_retried() -> None:
+    p, m = pool(), process("a", annotations={ann.RETURN_TRIGGER: "true"})
+    job = reset_job(p, m, "img")
+    client = FakeClient(stored=(p, m), fail={("apply", f"jobs/{job.metadata.name}"): ServerError(
+        503, "ServiceUnavailable", "the server is currently unable to handle the request")})
+    run, _ = executor(client)
+    with pytest.raises(ServerError):
+        await run.execute_pool(p, PoolDecision(apply=(job,)))
+    assert not [c for c in client.calls if c.path.startswith("events/")]
 
 
 def _bind() -> AllocationDecision:
