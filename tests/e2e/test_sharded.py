@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import os
 import signal
-import threading
 import urllib.request
 import uuid
 from collections import defaultdict
@@ -35,11 +34,11 @@ from shared.domain.sharding import SHARD_KEY, shard_selector
 from shared.kube.client import EVENTS, LEASES, NAMESPACES, KubeClient
 from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, pool_doc, read, wait_free
 from tests.support.kube import wait_for
+from tests.support.standin_thread import flux_standin_thread
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
 from tools.crds import all_crds, install_crds
 from tools.processes import stop_process_groups
-from tools.standins.flux import FluxStandIn
 from tools.up import Daemon, _start, ensure_namespace, load_examples, wait_ready
 
 pytestmark = pytest.mark.anyio
@@ -86,16 +85,6 @@ def pool_args(plane_ns: str, leases: str, shard: str | None, port: int) -> list[
             f"--leader-election-lease-name={lease_name('tatara-pool-reconciler', shard)}", "--heartbeat-seconds=2"]
 
 
-def _standin(kubeconfig: Path, stop: threading.Event) -> None:
-    async def main() -> None:
-        async with await KubeClient.from_kubeconfig(kubeconfig) as client, anyio.create_task_group() as tg:
-            tg.start_soon(FluxStandIn(client, delay=STANDIN_DELAY).run)
-            await anyio.to_thread.run_sync(stop.wait)
-            tg.cancel_scope.cancel()
-
-    anyio.run(main)
-
-
 @pytest.fixture(scope="module")
 def plane(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     """CRDs, two namespaces (work, Leases), the Flux stand-in, three instances of each binary; all stopped and
@@ -117,26 +106,22 @@ def plane(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathFac
                 await client.delete(NAMESPACES, name)
 
     anyio.run(setup)
-    stop = threading.Event()
-    standin = threading.Thread(target=_standin, args=(kubeconfig, stop), name="flux-standin", daemon=True)
-    standin.start()
     reconcilers: dict[str | None, Daemon] = {}
     pools: dict[str | None, Daemon] = {}
-    try:
-        for shard in SHARDS:
-            port = free_port()
-            reconcilers[shard] = _start(f"tatara-reconciler-{tag(shard)}", "reconciler.main",
-                                        reconciler_args(ns, leases, shard, port), kubeconfig, logs, port)
-            port = free_port()
-            pools[shard] = _start(f"tatara-pool-reconciler-{tag(shard)}", "pool_reconciler.main",
-                                  pool_args(ns, leases, shard, port), kubeconfig, logs, port)
-        anyio.run(wait_ready, [*reconcilers.values(), *pools.values()], 90.0)
-        yield Plane(kubeconfig, logs, ns, leases, reconcilers, pools)
-    finally:
-        stop_process_groups([d.proc for d in (*reconcilers.values(), *pools.values())], 30.0)
-        stop.set()
-        standin.join(30)
-        anyio.run(teardown)
+    with flux_standin_thread(kubeconfig, delay=STANDIN_DELAY):
+        try:
+            for shard in SHARDS:
+                port = free_port()
+                reconcilers[shard] = _start(f"tatara-reconciler-{tag(shard)}", "reconciler.main",
+                                            reconciler_args(ns, leases, shard, port), kubeconfig, logs, port)
+                port = free_port()
+                pools[shard] = _start(f"tatara-pool-reconciler-{tag(shard)}", "pool_reconciler.main",
+                                      pool_args(ns, leases, shard, port), kubeconfig, logs, port)
+            anyio.run(wait_ready, [*reconcilers.values(), *pools.values()], 90.0)
+            yield Plane(kubeconfig, logs, ns, leases, reconcilers, pools)
+        finally:
+            stop_process_groups([d.proc for d in (*reconcilers.values(), *pools.values())], 30.0)
+            anyio.run(teardown)
 
 
 @pytest.fixture
