@@ -10,14 +10,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from kubernetes_asyncio import client
 
 from pool_reconciler.config import parse_config as parse_pool
 from reconciler.config import parse_config as parse_reconciler
 from shared.domain.sharding import SHARD_KEY, parse_selector
-from tests.integration.charts.test_helm_charts import CHARTS, ROOT, _render_all, _run
+from tests.integration.charts.test_helm_charts import CHARTS, ROOT, _render_all, _run, install, uninstall
 from tools.controlplane import LocalControlPlane
 
 SHARDS = ("shard1", "shard2")
@@ -121,11 +120,8 @@ async def test_install_both_charts_sharded(helm: Path, control_plane: LocalContr
     releases = {chart: f"s{chart.removeprefix('tatara-')}-{suffix}" for chart in CHARTS}
     kubeconfig = str(control_plane.kubeconfig)
     try:
-        for chart, release in releases.items():
-            proc = await anyio.to_thread.run_sync(lambda c=chart, r=release: _run(
-                helm, "install", r, str(ROOT / "charts" / c), "--kubeconfig", kubeconfig, "-n", namespace,
-                "--set", "shards={shard1,shard2}", "--set", "podDisruptionBudget.enabled=true",
-                "--skip-crds", "--timeout", "90s"))
+        for proc in await install(helm, kubeconfig, namespace, releases, "--set", "shards={shard1,shard2}",
+                                  "--set", "podDisruptionBudget.enabled=true", "--skip-crds"):
             assert "STATUS: deployed" in proc.stdout
         for chart, release in releases.items():
             fullname = f"{release}-{chart}"
@@ -134,6 +130,4 @@ async def test_install_both_charts_sharded(helm: Path, control_plane: LocalContr
                 assert deploy.spec.replicas == 2
                 await policy.read_namespaced_pod_disruption_budget(name, namespace)
     finally:
-        for release in releases.values():
-            await anyio.to_thread.run_sync(lambda r=release: _run(
-                helm, "uninstall", r, "--kubeconfig", kubeconfig, "-n", namespace, "--wait=false", check=False))
+        await uninstall(helm, kubeconfig, namespace, releases)
