@@ -5,9 +5,10 @@ leader election on, each under its own Lease, and the Flux stand-in.
 Who reconciled an object is read from what each instance leaves behind, not from the code under test: the
 ``reportingInstance`` of the Events about it (each instance's identity is the holder of its Lease) and each
 instance's own ``/metrics``. Checked: every Process, pool member and allocation is reconciled by exactly the
-instance of its shard; PIDs stay unique across shards, also when one shard's instance is SIGKILLed and
-restarted mid-run; one instance writes the ProcessTable's status (its Lease's holder), covering every shard;
-bindings stay exclusive; a ``poolRef`` across shards is refused with ``PoolOnOtherShard``.
+instance of its shard; one instance writes the ProcessTable's status (its Lease's holder), covering every shard;
+PIDs stay unique across shards, also when the table writer's instance is SIGKILLed mid-run (and another takes
+the table's Lease over); bindings stay exclusive; a ``poolRef`` across shards is refused with
+``PoolOnOtherShard``.
 """
 
 from __future__ import annotations
@@ -299,27 +300,33 @@ async def test_a_pool_its_members_and_allocations_stay_on_its_shard(plane: Plane
         "a1": {pool_ids["shard1"]}, "a2": {pool_ids["shard1"]}, "b0": {pool_ids[None]}, "stray": {pool_ids[None]}}
 
 
-async def test_pids_stay_unique_when_a_shard_instance_is_killed_mid_run(plane: Plane, kc: KubeClient) -> None:
+async def test_pids_stay_unique_and_the_table_writer_moves_when_its_instance_is_killed(
+        plane: Plane, kc: KubeClient) -> None:
+    """SIGKILL the instance that writes the table, while its shard's Processes fork: another instance takes the
+    table's Lease over (it was not released), PIDs stay unique, and the count catches up with every shard."""
     ns = plane.ns
+    identity = await holders(kc, plane, "tatara-reconciler")
+    writer = msgspec.json.decode(await kc.get(LEASES, TABLE_LEASE, plane.leases))["spec"]["holderIdentity"]
+    (shard,) = [s for s, ident in identity.items() if ident == writer]
     names: dict[str | None, list[str]] = {s: [f"k-{tag(s)}-{i}" for i in range(4)] for s in SHARDS}
-    for shard, group in names.items():
+    for group_shard, group in names.items():
         for name in group:
-            await kc.create(PROCESSES, labelled(process_doc(name), shard), ns)
+            await kc.create(PROCESSES, labelled(process_doc(name), group_shard), ns)
 
     async def forking() -> bool:
         listed = msgspec.json.decode(await kc.list(PROCESSES, ns))["items"]
-        phases = [(p.get("status") or {}).get("phase") for p in listed if p["metadata"]["name"] in names["shard2"]]
+        phases = [(p.get("status") or {}).get("phase") for p in listed if p["metadata"]["name"] in names[shard]]
         return sum(ph is not None for ph in phases) >= 1 and sum(ph != "Attested" for ph in phases) >= 1
 
-    await wait_for(forking, timeout=TIMEOUT, interval=0.05, what="shard2's Processes under way")
-    victim = plane.reconcilers["shard2"]
+    await wait_for(forking, timeout=TIMEOUT, interval=0.05, what=f"{tag(shard)}'s Processes under way")
+    victim = plane.reconcilers[shard]
     os.killpg(victim.proc.pid, signal.SIGKILL)
     assert victim.proc.wait(30) == -signal.SIGKILL
     logs = plane.logs / "restarted"
     logs.mkdir(exist_ok=True)
     restarted = _start(victim.name, "reconciler.main", victim.proc.args[3:], plane.kubeconfig, logs, victim.port)
-    plane.reconcilers["shard2"] = restarted
-    await wait_ready([restarted], 90.0)  # takes its Lease over once the dead holder's expires
+    plane.reconcilers[shard] = restarted
+    await wait_ready([restarted], 90.0)  # takes its own Lease over once the dead holder's expires
 
     everyone = [n for group in names.values() for n in group]
     await wait_attested(kc, ns, everyone)
@@ -327,3 +334,15 @@ async def test_pids_stay_unique_when_a_shard_instance_is_killed_mid_run(plane: P
     pids = [(p.get("status") or {}).get("pid") for p in listed]
     assert all(pids)
     assert len(set(pids)) == len(listed), sorted(pids)  # every Process of every test here: none shared
+
+    async def taken_over() -> str | None:
+        holder = msgspec.json.decode(await kc.get(LEASES, TABLE_LEASE, plane.leases))["spec"].get("holderIdentity")
+        return holder if holder and holder != writer else None
+
+    await wait_for(taken_over, timeout=TIMEOUT, interval=0.2, what="the table Lease taken over")
+
+    async def counted() -> bool:
+        status = msgspec.json.decode(await kc.get(PROCESS_TABLES, PROCESS_TABLE_NAME)).get("status") or {}
+        return bool(status.get("processCount") == len(listed))
+
+    await wait_for(counted, timeout=TIMEOUT, interval=0.2, what=f"processCount {len(listed)} from the new writer")
