@@ -29,6 +29,7 @@ import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from shared.domain.annotations import SIGNAL
 from shared.domain.api.table import PROCESS_TABLE_NAME
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS, KUSTOMIZATIONS, PROCESS_TABLES, PROCESSES
 from shared.domain.sharding import SHARD_KEY, shard_selector
@@ -182,6 +183,7 @@ def process_doc(name: str) -> dict[str, Any]:
     doc = copy.deepcopy(example.doc)
     doc["metadata"] = {"name": name}
     doc["spec"]["intent"]["flux"]["path"] = f"./apps/{name}"
+    doc["spec"]["signals"] = {"sighupStrategy": "Reconverge"}
     return doc
 
 
@@ -298,6 +300,49 @@ async def test_a_pool_its_members_and_allocations_stay_on_its_shard(plane: Plane
     by_allocation = await reporters(kc, ns, "EphemeralAllocation", "tatara.pleme.io/tatara-pool-reconciler")
     assert {n: by_allocation.get(n) for n in ("a1", "a2", "b0", "stray")} == {
         "a1": {pool_ids["shard1"]}, "a2": {pool_ids["shard1"]}, "b0": {pool_ids[None]}, "stray": {pool_ids[None]}}
+
+
+async def test_a_label_edit_moves_a_process_to_another_shard(plane: Plane, kc: KubeClient) -> None:
+    """Relabelled from shard1 to shard2, a Process is reconciled by shard2 from then on: a SIGHUP sent after the
+    move is taken by shard2's instance, and the re-render labels its Kustomization shard2 (Flux shard2's)."""
+    ns, name = plane.ns, "mover"
+    await kc.create(PROCESSES, labelled(process_doc(name), "shard1"), ns)
+    before = (await wait_attested(kc, ns, [name]))[name]["status"]["attestation"]["generation"]
+    identity = await holders(kc, plane, "tatara-reconciler")
+    assert (await reporters(kc, ns, "Process", "tatara.pleme.io/tatara-reconciler"))[name] == {identity["shard1"]}
+
+    def cached(shard: str) -> float:
+        return sum(v for _, v in samples(plane.reconcilers[shard].port, "tatara_processes"))
+
+    counts = (cached("shard1"), cached("shard2"))
+    await kc.merge_patch(PROCESSES, name, {"metadata": {"labels": {SHARD_KEY: "shard2"}}}, ns)
+
+    async def gone_from_shard1() -> bool:
+        return (cached("shard1"), cached("shard2")) == (counts[0] - 1, counts[1] + 1)
+
+    # shard1's cache no longer holds it (its watch saw it leave the selector), shard2's does
+    await wait_for(gone_from_shard1, timeout=TIMEOUT, interval=0.2, what="the Process in shard2's cache only")
+    shard1_events = sum(1 for _ in await events_by(kc, ns, name, identity["shard1"]))
+    await kc.merge_patch(PROCESSES, name, {"metadata": {"annotations": {SIGNAL: "SIGHUP"}}}, ns)
+
+    async def reconverged() -> dict[str, Any] | None:
+        status = (await read(kc, PROCESSES, name, ns)).get("status") or {}
+        attestation = status.get("attestation") or {}
+        return status if status.get("phase") == "Attested" and attestation.get("generation", -1) > before else None
+
+    await wait_for(reconverged, timeout=TIMEOUT, interval=0.2, what=f"{name} reconverged after SIGHUP")
+    assert sum(1 for _ in await events_by(kc, ns, name, identity["shard1"])) == shard1_events  # nothing new
+    assert await events_by(kc, ns, name, identity["shard2"])
+    (kustomization,) = [k for k in msgspec.json.decode(await kc.list(KUSTOMIZATIONS, ns))["items"]
+                        if k["metadata"]["ownerReferences"][0]["name"] == name]
+    assert kustomization["metadata"]["labels"][SHARD_KEY] == "shard2"
+
+
+async def events_by(kc: KubeClient, ns: str, name: str, instance: str) -> list[dict[str, Any]]:
+    """The Events about Process ``name`` that ``instance`` wrote."""
+    events = msgspec.json.decode(await kc.list(EVENTS, ns))["items"]
+    return [e for e in events if (e.get("involvedObject") or {}).get("name") == name
+            and (e.get("involvedObject") or {}).get("kind") == "Process" and e.get("reportingInstance") == instance]
 
 
 async def test_pids_stay_unique_and_the_table_writer_moves_when_its_instance_is_killed(
