@@ -150,6 +150,16 @@ async def holders(kc: KubeClient, plane: Plane, binary: str) -> dict[str | None,
     return await wait_for(probe, timeout=TIMEOUT, interval=0.2, what=f"every {binary} Lease held")
 
 
+async def reported(kc: KubeClient, ns: str, kind: str, component: str, names: list[str]) -> dict[str, set[str]]:
+    """:func:`reporters`, once every one of ``names`` has an Event (they are written in the background, so
+    an object may be Attested or Bound a moment before its last Event lands)."""
+    async def probe() -> dict[str, set[str]] | None:
+        found = await reporters(kc, ns, kind, component)
+        return found if all(found.get(n) for n in names) else None
+
+    return await wait_for(probe, timeout=TIMEOUT, interval=0.2, what=f"Events about {len(names)} {kind}s")
+
+
 async def reporters(kc: KubeClient, ns: str, kind: str, component: str) -> dict[str, set[str]]:
     """``involvedObject.name`` → the ``reportingInstance`` of every Event about a ``kind`` in ``ns`` that
     ``component`` wrote."""
@@ -216,7 +226,7 @@ async def test_each_process_is_reconciled_by_its_shard_alone_with_unique_pids(pl
 
     identity = await holders(kc, plane, "tatara-reconciler")
     assert len(set(identity.values())) == len(SHARDS)
-    by_process = await reporters(kc, ns, "Process", "tatara.pleme.io/tatara-reconciler")
+    by_process = await reported(kc, ns, "Process", "tatara.pleme.io/tatara-reconciler", everyone)
     for shard, group in names.items():
         for name in group:
             assert by_process.get(name) == {identity[shard]}, (name, shard, by_process.get(name), identity)
@@ -272,7 +282,8 @@ async def test_a_pool_its_members_and_allocations_stay_on_its_shard(plane: Plane
     assert {(m["metadata"].get("labels") or {}).get(SHARD_KEY) for m in free0} == {None}
 
     reconciler_ids = await holders(kc, plane, "tatara-reconciler")
-    by_process = await reporters(kc, ns, "Process", "tatara.pleme.io/tatara-reconciler")
+    by_process = await reported(kc, ns, "Process", "tatara.pleme.io/tatara-reconciler",
+                                [m["metadata"]["name"] for m in free1])
     assert {m["metadata"]["name"]: by_process.get(m["metadata"]["name"]) for m in free1} == {
         m["metadata"]["name"]: {reconciler_ids["shard1"]} for m in free1}
 
@@ -297,7 +308,8 @@ async def test_a_pool_its_members_and_allocations_stay_on_its_shard(plane: Plane
     assert "shard 'shard1'" in got["stray"]["status"]["message"]
 
     pool_ids = await holders(kc, plane, "tatara-pool-reconciler")
-    by_allocation = await reporters(kc, ns, "EphemeralAllocation", "tatara.pleme.io/tatara-pool-reconciler")
+    by_allocation = await reported(kc, ns, "EphemeralAllocation", "tatara.pleme.io/tatara-pool-reconciler",
+                                   ["a1", "a2", "b0", "stray"])
     assert {n: by_allocation.get(n) for n in ("a1", "a2", "b0", "stray")} == {
         "a1": {pool_ids["shard1"]}, "a2": {pool_ids["shard1"]}, "b0": {pool_ids[None]}, "stray": {pool_ids[None]}}
 
@@ -309,7 +321,8 @@ async def test_a_label_edit_moves_a_process_to_another_shard(plane: Plane, kc: K
     await kc.create(PROCESSES, labelled(process_doc(name), "shard1"), ns)
     before = (await wait_attested(kc, ns, [name]))[name]["status"]["attestation"]["generation"]
     identity = await holders(kc, plane, "tatara-reconciler")
-    assert (await reporters(kc, ns, "Process", "tatara.pleme.io/tatara-reconciler"))[name] == {identity["shard1"]}
+    assert (await reported(kc, ns, "Process", "tatara.pleme.io/tatara-reconciler", [name]))[name] == {
+        identity["shard1"]}
 
     def cached(shard: str) -> float:
         return sum(v for _, v in samples(plane.reconcilers[shard].port, "tatara_processes"))
@@ -331,8 +344,11 @@ async def test_a_label_edit_moves_a_process_to_another_shard(plane: Plane, kc: K
         return status if status.get("phase") == "Attested" and attestation.get("generation", -1) > before else None
 
     await wait_for(reconverged, timeout=TIMEOUT, interval=0.2, what=f"{name} reconverged after SIGHUP")
+    async def from_shard2() -> list[dict[str, Any]]:
+        return await events_by(kc, ns, name, identity["shard2"])
+
+    await wait_for(from_shard2, timeout=TIMEOUT, interval=0.2, what="an Event from shard2 about the reconverge")
     assert sum(1 for _ in await events_by(kc, ns, name, identity["shard1"])) == shard1_events  # nothing new
-    assert await events_by(kc, ns, name, identity["shard2"])
     (kustomization,) = [k for k in msgspec.json.decode(await kc.list(KUSTOMIZATIONS, ns))["items"]
                         if k["metadata"]["ownerReferences"][0]["name"] == name]
     assert kustomization["metadata"]["labels"][SHARD_KEY] == "shard2"
