@@ -45,6 +45,7 @@ from shared.domain.api.pool import EphemeralPool
 from shared.domain.api.process import Process
 from shared.domain.duration import DurationError, parse_duration
 from shared.domain.kstatus import Truth, kstatus_conditions
+from shared.domain.sharding import SHARD_KEY, shard_of
 from shared.kube.events import Event, EventType
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "heartbeat",
     "member_lost",
     "no_matching_pool",
+    "other_shard_message",
     "release",
     "resolve_expiry",
     "route_allocation",
@@ -412,10 +414,33 @@ def release(obs: AllocationObserved, action: AllocationAction) -> AllocationDeci
 
 def no_matching_pool(obs: AllocationObserved) -> AllocationDecision:
     """No pool matches (or ``poolRef`` names none here): NoMatchingPool, looked at again on the heartbeat
-    (or when a pool changes)."""
-    message = ("no pool matches this requestor" if obs.allocation.spec.pool_ref is None
-               else "poolRef names no pool here")
+    (or when a pool changes). A ``poolRef`` naming a pool of another shard says so, with reason
+    ``PoolOnOtherShard`` (docs/architecture.md#sharding): that shard never sees this allocation."""
+    ref = obs.allocation.spec.pool_ref
+    if ref is None:
+        message = "no pool matches this requestor"
+    else:
+        elsewhere = next((p for p in obs.other_shard_pools if p.metadata.name == ref.name
+                          and p.metadata.namespace == obs.allocation.metadata.namespace), None)
+        if elsewhere is not None:
+            return phase_change(obs, AllocationPhase.NO_MATCHING_POOL, other_shard_message(obs.allocation, elsewhere),
+                                warning=True, reason=PoolReason.POOL_ON_OTHER_SHARD, requeue=obs.heartbeat_seconds)
+        message = "poolRef names no pool here"
     return phase_change(obs, AllocationPhase.NO_MATCHING_POOL, message, warning=True, requeue=obs.heartbeat_seconds)
+
+
+def _shard_text(shard: str | None) -> str:
+    return "no shard (unsharded)" if shard is None else f"shard {shard!r}"
+
+
+def other_shard_message(allocation: EphemeralAllocation, pool: EphemeralPool) -> str:
+    """Why an allocation cannot bind to the pool its ``poolRef`` names on another shard, and the fix."""
+    pool_shard = shard_of(pool.metadata.labels)
+    fix = (f"label the allocation {SHARD_KEY}={pool_shard}" if pool_shard is not None
+           else f"remove the allocation's {SHARD_KEY} label")
+    return (f"poolRef names pool {pool.metadata.name} on {_shard_text(pool_shard)}, this allocation is on "
+            f"{_shard_text(shard_of(allocation.metadata.labels))}: a pool, its members and its allocations live "
+            f"on one shard; {fix}")
 
 
 def wait(obs: AllocationObserved, pool: EphemeralPool) -> AllocationDecision:

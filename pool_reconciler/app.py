@@ -52,8 +52,11 @@ def build(client: KubeApi, config: PoolReconcilerConfig, *, identity: str | None
     manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
                                  identity=identity, handle_signals=handle_signals)
     ns = config.watch_namespace or None
-    pools = manager.informer(EPHEMERAL_POOLS, EphemeralPool, namespace=ns, decoder=wire_decoder(EphemeralPool).decode)
-    allocations = manager.informer(EPHEMERAL_ALLOCATIONS, EphemeralAllocation, namespace=ns)
+    # a shard owns the pools and allocations its --watch-label-selector selects (docs/architecture.md#sharding)
+    selector = config.watch_label_selector or None
+    pools = manager.informer(EPHEMERAL_POOLS, EphemeralPool, namespace=ns, label_selector=selector,
+                             decoder=wire_decoder(EphemeralPool).decode)
+    allocations = manager.informer(EPHEMERAL_ALLOCATIONS, EphemeralAllocation, namespace=ns, label_selector=selector)
     processes = manager.informer(PROCESSES, Process, namespace=ns, decoder=wire_decoder(Process).decode)
     jobs = manager.informer(JOBS, ObservedJob, namespace=ns)
 
@@ -63,10 +66,13 @@ def build(client: KubeApi, config: PoolReconcilerConfig, *, identity: str | None
     executor = Executor(client, recorder, metrics)
     pool_reconciler = PoolReconciler(pools, processes, jobs, executor, heartbeat_seconds=config.heartbeat_seconds,
                                      reset_image=config.reset_image, workers=config.workers, clock=clock)
+    # every pool, for an allocation whose poolRef names another shard's (a few objects per namespace)
+    every_pool = pools if selector is None else manager.informer(EPHEMERAL_POOLS, EphemeralPool, namespace=ns,
+                                                                  decoder=wire_decoder(EphemeralPool).decode)
     allocation_reconciler = AllocationReconciler(allocations, pools, processes, executor,
                                                  heartbeat_seconds=config.heartbeat_seconds,
                                                  spawn_timeout=config.spawn_timeout, workers=config.workers,
-                                                 clock=clock)
+                                                 clock=clock, every_pool=every_pool)
     manager.add(pool_reconciler.controller)
     manager.add(allocation_reconciler.controller)
     return manager

@@ -60,6 +60,7 @@ _OPTIONS: Final = flags.with_defaults(PoolReconcilerConfig(), (
             "How long an allocation may wait for a free member before it is Failed (e.g. 10m).", "DURATION"),
     Option("--watch-namespace", "TATARA_POOL_WATCH_NAMESPACE", flags.text,
             "Namespace whose pools, allocations and Processes are reconciled; empty watches all.", "NAMESPACE"),
+    flags.watch_label_selector_option("TATARA_POOL_WATCH_LABEL_SELECTOR", "pools and allocations"),
     Option("--health-addr", "TATARA_POOL_HEALTH_ADDR", flags.socket_addr,
             "IP:port serving /healthz, /readyz and /metrics (a literal IP, no host names).", "IP:PORT"),
     Option("--reset-image", "TATARA_POOL_RESET_IMAGE", flags.text,

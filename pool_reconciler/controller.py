@@ -215,14 +215,20 @@ class AllocationReconciler:
         workers: concurrent reconciles.
         decide: the pure decision (default :func:`allocation_decide`).
         clock: now (UTC), injectable for tests.
+        every_pool: a sharded instance's cache of every pool (``pools`` holds its shard's only): a ``poolRef``
+            naming a pool of another shard is told so (docs/architecture.md#sharding).
     """
 
     def __init__(self, allocations: Informer[EphemeralAllocation], pools: Informer[EphemeralPool],
                  processes: Informer[Process], executor: Executor, *, heartbeat_seconds: float = 30.0,
                  spawn_timeout: timedelta = DEFAULT_SPAWN_TIMEOUT, workers: int = 4,
                  decide: Callable[[AllocationObserved], AllocationDecision] = allocation_decide,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 every_pool: Informer[EphemeralPool] | None = None) -> None:
         self.allocations, self.pools, self.processes = allocations, pools, processes
+        self.every_pool = every_pool if every_pool is not pools else None
+        if self.every_pool is not None:
+            self.every_pool.add_indexer(BY_NAMESPACE, namespace_of)
         self.executor, self.decide, self.clock = executor, decide, clock
         self.heartbeat_seconds = heartbeat_seconds
         self.spawn_timeout = spawn_timeout
@@ -329,7 +335,15 @@ class AllocationReconciler:
             claimed=self._claimed(allocation),
             spawn_timeout=self.spawn_timeout,
             heartbeat_seconds=self.heartbeat_seconds,
+            other_shard_pools=self._other_shard_pools(ns),
         )
+
+    def _other_shard_pools(self, namespace: str) -> tuple[EphemeralPool, ...]:
+        """The pools of ``namespace`` another shard owns: in :attr:`every_pool`, not in :attr:`pools`."""
+        if self.every_pool is None:
+            return ()
+        return tuple(p for p in self.every_pool.by_index(BY_NAMESPACE, namespace)
+                     if self.pools.get(object_key(p)) is None)
 
     async def reconcile(self, request: Request) -> Result:
         key = str(request)

@@ -188,6 +188,8 @@ class AllocationObserved:
         now: the current instant (UTC), injected.
         spawn_timeout: how long an allocation may wait for a member before it is Failed.
         heartbeat_seconds: the requeue interval.
+        other_shard_pools: pools of the namespace that another shard owns (a sharded instance's; none
+            otherwise): a ``poolRef`` naming one is told so (docs/architecture.md#sharding).
     """
 
     allocation: EphemeralAllocation
@@ -199,6 +201,7 @@ class AllocationObserved:
     claimed: frozenset[str] | None = None
     spawn_timeout: timedelta = DEFAULT_SPAWN_TIMEOUT
     heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+    other_shard_pools: tuple[EphemeralPool, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from shared.domain.api.pool import EphemeralPool, MemberState
 from shared.domain.api.process import Process
 from shared.domain.group import API_VERSION
 from shared.domain.identity import member_process_name
+from shared.domain.sharding import shard_labels
 from shared.kube.meta import ObjectMeta, OwnerReference
 
 __all__ = [
@@ -71,7 +72,8 @@ def entered_state_at(process: Process, now: datetime) -> datetime:
 
 def member_process(pool: EphemeralPool, slot: int) -> Process:
     """The member Process for ``slot``: the template lowered with a permanent lifetime, annotations
-    ``pool``/``pool-slot``, one controller ownerReference to the pool (when it has a uid); no status.
+    ``pool``/``pool-slot``, the pool's shard label (docs/architecture.md#sharding), one controller
+    ownerReference to the pool (when it has a uid); no status.
 
     Raises:
         ValueError: the pool has no name or namespace.
@@ -88,6 +90,7 @@ def member_process(pool: EphemeralPool, slot: int) -> Process:
         name=member_process_name(name, uid, slot),
         namespace=namespace,
         annotations={ann.POOL: name, ann.POOL_SLOT: str(slot)},
+        labels=shard_labels(pool.metadata.labels),
         owner_references=owners,
     )
     return Process(metadata=meta, spec=spec)

@@ -35,3 +35,5 @@ class PoolReason(ReasonSet):
     INVALID_TTL = "InvalidTtl", _W, "allocation: its TTL does not parse; it holds for 1 h"
     MEMBER_LOST = "MemberLost", _C | _W, "allocation → Failed: its member is gone or serves another allocation"
     SPAWN_TIMEOUT = "SpawnTimeout", _C | _W, "allocation → Failed: no free member within the spawn timeout"
+    POOL_ON_OTHER_SHARD = ("PoolOnOtherShard", _C | _W,
+                           "allocation, NoMatchingPool: its `poolRef` names a pool another shard owns")

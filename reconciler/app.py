@@ -45,7 +45,7 @@ from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.events import EventRecorder
 from shared.kube.expectations import LAG_REQUEUE_SECONDS, ChildWriteExpectations
 from shared.kube.informer import Informer
-from shared.kube.leader import default_identity
+from shared.kube.leader import LeaderElector, default_identity
 from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
 
@@ -122,7 +122,13 @@ def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = N
     identity = identity or default_identity()  # one per replica: the Lease holder and the Events' reportingInstance
     manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
                                  identity=identity, handle_signals=handle_signals)
-    processes = manager.informer(PROCESSES, Process, namespace=namespace, decoder=wire_decoder(Process).decode)
+    # a shard reconciles the Processes its --watch-label-selector selects (docs/architecture.md#sharding)
+    processes = manager.informer(PROCESSES, Process, namespace=namespace,
+                                 label_selector=config.watch_label_selector or None,
+                                 decoder=wire_decoder(Process).decode)
+    # the table's counts, rows and claims are of every Process: a sharded instance caches them all for it
+    every_process = processes if not config.sharded else manager.informer(
+        PROCESSES, Process, namespace=namespace, decoder=wire_decoder(Process).decode)
 
     metrics = ProcessMetrics(registry, lambda: (p.phase for p in processes.objects()))
     recorder = EventRecorder(client, REPORTING_CONTROLLER, identity)
@@ -146,7 +152,7 @@ def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = N
     keeper = TableKeeper(client, recorder=recorder)  # one per replica: remembers the sequence numbers it won
     # the one owner of the table's status: counts, rows and the stable-name claims; a holder leaving
     # Running/Attested gives its claims up through it, in the step that leaves (the executor's step 2a)
-    table = TableStatusWriter(client, processes.objects, interval=config.table_status_interval, keeper=keeper,
+    table = TableStatusWriter(client, every_process.objects, interval=config.table_status_interval, keeper=keeper,
                               fleet_cluster=routing.cluster, namespace=namespace)
     child_writes: ChildWriteExpectations[Resource] = ChildWriteExpectations()
     child_caches: dict[Resource, Informer[Any]] = {}  # filled when the manager starts (watch_rendered_kinds)
@@ -175,5 +181,12 @@ def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = N
     reconciler.watch_claims(tables, routing.cluster)
     # a Controller of the one table: every Process or table event queues its key, and its passes are
     # at least --table-status-interval apart (docs/architecture.md#the-processtable-writer)
-    manager.add(table.watch(tables, processes))
+    table_writer = table.watch(tables, every_process)
+    if not config.sharded:
+        manager.add(table_writer)
+    else:
+        # one writer among all shards, elected by a Lease of its own (docs/architecture.md#one-processtable-many-shards)
+        elector = LeaderElector(client, config.table_lease_name, config.lease_namespace, identity=identity,
+                                timing=config.lease_timing)
+        manager.add_runnable(functools.partial(elector.run, table_writer.run))
     return manager

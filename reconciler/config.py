@@ -46,6 +46,14 @@ class ReconcilerConfig(ControllerSettings):
     """Seconds between two ProcessTable status writes."""
     workers: int = 4
     """Concurrent reconciles of the Process controller (controller-runtime's MaxConcurrentReconciles)."""
+    table_lease_name: str = "tatara-reconciler-processtable"
+    """The Lease electing the one ProcessTable status writer among sharded instances
+    (docs/architecture.md#one-processtable-many-shards)."""
+
+    @property
+    def sharded(self) -> bool:
+        """True with a ``--watch-label-selector``: the instance reconciles a part of the Processes."""
+        return bool(self.watch_label_selector)
 
 
 # ── the flag table ───────────────────────────────────────────────────────────
@@ -54,6 +62,7 @@ class ReconcilerConfig(ControllerSettings):
 _OPTIONS: Final = flags.with_defaults(ReconcilerConfig(), (
     Option("--watch-namespace", "TATARA_WATCH_NAMESPACE", flags.text,
             "Namespace whose Processes are reconciled; empty watches all namespaces.", "NAMESPACE"),
+    flags.watch_label_selector_option("TATARA_WATCH_LABEL_SELECTOR", "Processes"),
     Option("--controller-namespace", "TATARA_CONTROLLER_NAMESPACE", flags.text,
             "Namespace the controller runs in; default namespace of the leader-election Lease.", "NAMESPACE"),
     Option("--health-addr", "TATARA_HEALTH_ADDR", flags.socket_addr,
@@ -78,6 +87,9 @@ _OPTIONS: Final = flags.with_defaults(ReconcilerConfig(), (
             "Minimum seconds between two ProcessTable status writes.", "SECONDS"),
     Option("--workers", "TATARA_WORKERS", flags.positive,
             "Concurrent Process reconciles (never two on one Process).", "N"),
+    Option("--table-lease-name", "TATARA_TABLE_LEASE_NAME", flags.text,
+            "With --watch-label-selector: the Lease (same for every shard) electing the one instance that writes "
+            "the ProcessTable's status.", "NAME"),
     *controller_options("TATARA_"),
 ))
 
@@ -100,9 +112,13 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
 
     Raises:
         ConfigError: an unknown flag, or a value that does not parse (the message names the flag or
-            variable), or inconsistent Lease durations.
+            variable), inconsistent Lease durations, or a sharded instance whose table Lease is its own Lease.
     """
-    return ReconcilerConfig(**flags.resolve_settings(_OPTIONS, build_parser(), argv, environ, env_prefix="TATARA_"))
+    config = ReconcilerConfig(**flags.resolve_settings(_OPTIONS, build_parser(), argv, environ, env_prefix="TATARA_"))
+    if config.sharded and config.table_lease_name in ("", config.leader_election_lease_name):
+        raise ConfigError("--table-lease-name must name a Lease of its own (not --leader-election-lease-name) "
+                          "when --watch-label-selector is set")
+    return config
 
 
 def parse_or_exit(argv: Sequence[str] | None, environ: Mapping[str, str]) -> ReconcilerConfig:

@@ -71,6 +71,7 @@ from shared.domain.manifests.routing import (
     IngressTLS,
     ServiceBackendPort,
 )
+from shared.domain.sharding import shard_labels
 from shared.kube.client import Resource
 from shared.kube.meta import ObjectMeta, OwnerReference, namespace_of
 
@@ -157,9 +158,11 @@ class _Owner:
 
     def metadata(self, name: str, annotations: Mapping[str, str] | None = None,
                  labels: Mapping[str, str] | None = None) -> ObjectMeta:
-        """A child's metadata: in the Process's namespace, ``annotations`` under the stamps (which win)."""
+        """A child's metadata: in the Process's namespace, ``annotations`` under the stamps (which win), and
+        the Process's shard label, so a Flux shard of the same name reconciles it (docs/architecture.md#sharding)."""
         return ObjectMeta(name=name, namespace=namespace_of(self.process),
-                          annotations={**(annotations or {}), **self.stamps}, labels=dict(labels or {}),
+                          annotations={**(annotations or {}), **self.stamps},
+                          labels={**(labels or {}), **shard_labels(self.process.metadata.labels)},
                           owner_references=[self.reference])
 
 

@@ -77,9 +77,10 @@ def runtime_alerts(binary: str) -> list[Alert]:
               "The 99th percentile of time in the {{ $labels.name }} queue is {{ $value | humanizeDuration }}.",
               "See the queue and work-duration panels; raise the worker count or find the slow reconcile "
               "(workqueue_longest_running_processor_seconds)."),
-        Alert("TataraNoLeader", f"max(leader_election_master_status{{{S}}}) < 1", "5m", "critical",
-              f"{binary}: no replica holds the leader Lease",
-              "With leader election on, no replica has held the Lease for 5 minutes: nothing reconciles.",
+        Alert("TataraNoLeader", f"min(sum by (name) (leader_election_master_status{{{S}}})) < 1", "5m", "critical",
+              f"{binary}: no replica holds a leader Lease",
+              "With leader election on, no replica has held one of the Leases (a shard's, or the ProcessTable "
+              "writer's) for 5 minutes: that shard, or the table's status, is not reconciled.",
               "kubectl get lease -n <lease namespace>; check that the pods run and can reach the API server, "
               "and the Role on coordination.k8s.io leases."),
     ]

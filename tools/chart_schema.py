@@ -64,6 +64,9 @@ def common_properties(lease_name: str) -> dict[str, Any]:
         }, ("repository",)),
         "imagePullSecrets": {"type": "array", "items": _k8s("imagePullSecret")},
         "replicaCount": {"type": "integer", "minimum": 0},
+        # a shard name is a label value and a suffix of Deployment and Lease names: a short DNS label
+        "shards": {"type": "array", "uniqueItems": True,
+                   "items": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 20}},
         "leaderElection": _closed({
             "enabled": _BOOL,
             "leaseName": {**_NAME, "default": lease_name},
@@ -71,6 +74,7 @@ def common_properties(lease_name: str) -> dict[str, Any]:
             "leaseDuration": _SECONDS,
             "renewDeadline": _SECONDS,
             "retryPeriod": _SECONDS,
+            **({"tableLeaseName": _NAME} if lease_name == "tatara-reconciler" else {}),
         }),
         "watchNamespace": _NS,
         "logLevel": {"enum": ["trace", "debug", "info", "warn", "warning", "error"]},

@@ -4,13 +4,15 @@ Usage: ``python -m tools.dashboards [--check]`` — ``--check`` writes nothing a
 file differs from what this module generates.
 
 Each dashboard has a ``datasource`` variable (any Prometheus), a ``job`` variable (the scrape job of this
-binary: ``controller_runtime_reconcile_total`` of its own controllers), ``namespace`` and ``instance``
-(replicas; all by default) variables, and every query selects ``job``, ``namespace`` and ``instance``, so
-two charts in one namespace never mix; its domain rows (``tatara_*``, docs/behaviour.md#domain-metrics) and
-the controller-runtime rows (reconciles, work queue, leader, API requests, process resources) with the usual
-queries over controller-runtime's metric names (docs/runtime.md#metrics), filtered to our controllers.
-Gauges read from the informer cache (``tatara_processes``, ``tatara_pool_members``, ``tatara_allocations``)
-are exported by every replica, the standby ones too, so they are aggregated with ``max``, not ``sum``.
+binary: ``controller_runtime_reconcile_total`` of its own controllers), ``namespace``, ``shard`` and
+``instance`` (replicas; all by default; ``shard`` narrows the instances listed) variables, and every query
+selects ``job``, ``namespace`` and ``instance``, so two charts in one namespace never mix; its domain rows
+(``tatara_*``, docs/behaviour.md#domain-metrics) and the controller-runtime rows (reconciles, work queue,
+leader, API requests, process resources) with the usual queries over controller-runtime's metric names
+(docs/runtime.md#metrics), filtered to our controllers. Gauges read from the informer cache
+(``tatara_processes``, ``tatara_pool_members``, ``tatara_allocations``) are exported by every replica, the
+standby ones too, so they are aggregated with ``max`` within a shard and summed over the shards (each counts
+its own objects).
 
 Every expression must name only metrics the binaries export: tests/unit/charts/test_dashboards.py parses each
 one with ``promql_parser`` and compares with the registries, tests/integration/pool_reconciler/
@@ -125,8 +127,9 @@ def _rate(metric: str, by: str, extra: str = "") -> str:
 def process_panels(lay: _Layout) -> None:
     lay.row("Processes")
     lay.add(timeseries("Processes by phase", "Processes per status.phase, from the informer cache "
-                       "(tatara_processes; max over replicas).", "short",
-                       [(f"max by (phase) (tatara_processes{{{SEL}}})", "{{phase}}")], stack=True))
+                       "(tatara_processes; max over a shard's replicas, summed over shards).", "short",
+                       [(f"sum by (phase) (max by (shard, phase) (tatara_processes{{{SEL}}}))", "{{phase}}")],
+                       stack=True))
     lay.add(timeseries("Phase transitions", "Phase changes written, per from → to "
                        "(tatara_process_phase_transitions_total).", "ops",
                        [(_rate("tatara_process_phase_transitions_total", 'from, to'), "{{from}} → {{to}}")]))
@@ -142,12 +145,14 @@ def process_panels(lay: _Layout) -> None:
 def pool_panels(lay: _Layout) -> None:
     lay.row("Pools")
     lay.add(timeseries("Members by state", "Pool members per pool and state, from the informer cache "
-                       "(tatara_pool_members; max over replicas).", "short",
-                       [(f"max by (pool, state) (tatara_pool_members{{{SEL}}})", "{{pool}} {{state}}")],
+                       "(tatara_pool_members; max over a shard's replicas, summed over shards).", "short",
+                       [(f"sum by (pool, state) (max by (shard, pool, state) (tatara_pool_members{{{SEL}}}))",
+                         "{{pool}} {{state}}")],
                        stack=True), width=12)
-    lay.add(timeseries("Allocations by phase", "EphemeralAllocations per phase (tatara_allocations; max over "
-                       "replicas).", "short",
-                       [(f"max by (phase) (tatara_allocations{{{SEL}}})", "{{phase}}")], stack=True), width=12)
+    lay.add(timeseries("Allocations by phase", "EphemeralAllocations per phase (tatara_allocations; max over a "
+                       "shard's replicas, summed over shards).", "short",
+                       [(f"sum by (phase) (max by (shard, phase) (tatara_allocations{{{SEL}}}))", "{{phase}}")],
+                       stack=True), width=12)
     lay.add(timeseries("Allocation wait (p50 / p99)", "Seconds from an allocation's creation to Bound "
                        "(tatara_allocation_bind_seconds).", "s",
                        _quantiles("tatara_allocation_bind_seconds", "", "")))
@@ -202,9 +207,10 @@ def runtime_panels(lay: _Layout, controllers: str) -> None:
                          "longest {{name}}")]), width=12)
 
     lay.row("Leader and process")
-    lay.add(stat("Leaders", "Replicas of this binary holding its Lease (leader_election_master_status), whichever "
-                 "instances are selected; 1 is healthy with one replica or several, 0 means nothing reconciles.",
-                 f"sum(leader_election_master_status{{{JOB}}})",
+    lay.add(stat("Leaders", "Holders of the least-held Lease of this binary (leader_election_master_status summed "
+                 "per Lease: one per shard, and the ProcessTable writer's), whichever instances are selected; 1 is "
+                 "healthy with one replica or several, 0 means a shard (or the table writer) has no leader.",
+                 f"min(sum by (name) (leader_election_master_status{{{JOB}}}))",
                  thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1},
                              {"color": "red", "value": 2}]), width=4)
     lay.add(timeseries("Leader by instance", "leader_election_master_status per replica and Lease: 1 for the "
@@ -238,9 +244,15 @@ def _variables(controllers: str) -> list[dict[str, Any]]:
                         all_value=False),
         _query_variable("namespace", "Namespace",
                         'label_values(controller_runtime_reconcile_total{job="$job"}, namespace)', all_value=False),
+        # the charts' ServiceMonitors label each sharded instance's targets `shard` (docs/architecture.md#sharding);
+        # "All" (.*) also matches the unsharded instance, which has no such label
+        _query_variable("shard", "Shard",
+                        'label_values(process_resident_memory_bytes{job="$job", namespace="$namespace"}, shard)',
+                        all_value=True),
         # every replica exports process_* (a standby one has no reconcile counters yet)
         _query_variable("instance", "Instance",
-                        'label_values(process_resident_memory_bytes{job="$job", namespace="$namespace"}, instance)',
+                        'label_values(process_resident_memory_bytes{job="$job", namespace="$namespace", '
+                        'shard=~"$shard"}, instance)',
                         all_value=True),
     ]
 

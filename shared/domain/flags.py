@@ -19,6 +19,7 @@ from typing import Any, Final, NoReturn
 from urllib.parse import urlsplit
 
 from shared.domain.duration import DurationError, parse_duration
+from shared.domain.sharding import parse_selector
 from shared.kube.leader import LeaseOptions, LeaseTiming
 
 LOG_LEVELS: Final = ("trace", "debug", "info", "warn", "warning", "error")
@@ -107,6 +108,11 @@ def url(value: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
     return value.rstrip("/")
+
+
+def label_selector(value: str) -> str:
+    """A Kubernetes label selector (:func:`shared.domain.sharding.parse_selector`), stripped; empty: all."""
+    return parse_selector(value).text
 
 
 def log_level(value: str) -> str:
@@ -270,6 +276,9 @@ class ControllerSettings:
 
     watch_namespace: str = ""
     """Empty: watch every namespace."""
+    watch_label_selector: str = ""
+    """Label selector of the objects this instance owns (Flux's sharding flag); empty: every object
+    (docs/architecture.md#sharding)."""
     controller_namespace: str = ""
     health_host: str = "0.0.0.0"
     health_port: int = 8080
@@ -302,6 +311,14 @@ class ControllerSettings:
     def python_log_level(self) -> int:
         """``log_level`` as a :mod:`logging` level number."""
         return PYTHON_LEVELS[self.log_level]
+
+
+def watch_label_selector_option(env: str, owned: str) -> Option:
+    """``--watch-label-selector`` with its variable ``env``, for a binary owning ``owned`` (help text)."""
+    return Option("--watch-label-selector", env, label_selector,
+                  f"Label selector of the {owned} this instance reconciles, as Flux's flag: e.g. "
+                  "sharding.fluxcd.io/key=shard1 for a shard, !sharding.fluxcd.io/key for the instance taking "
+                  "what no shard claims; empty reconciles all.", "SELECTOR")
 
 
 def controller_options(env_prefix: str) -> tuple[Option, ...]:

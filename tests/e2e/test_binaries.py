@@ -12,7 +12,6 @@ import copy
 import os
 import signal
 import sys
-import threading
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -36,10 +35,10 @@ from tests.integration.pool_reconciler.test_pool_allocation import (
     wait_phase,
 )
 from tests.support.kube import wait_for
+from tests.support.standin_thread import flux_standin_thread
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
 from tools.crds import all_crds, install_crds
-from tools.standins.flux import FluxStandIn
 from tools.up import Daemon, _start, ensure_namespace, load_examples, reconcilers, wait_ready
 
 pytestmark = pytest.mark.anyio
@@ -66,16 +65,6 @@ class Binaries:
         return self.daemons[1]
 
 
-def _standin(kubeconfig: Path, stop: threading.Event) -> None:
-    async def main() -> None:
-        async with await KubeClient.from_kubeconfig(kubeconfig) as client, anyio.create_task_group() as tg:
-            tg.start_soon(FluxStandIn(client, delay=STANDIN_DELAY).run)
-            await anyio.to_thread.run_sync(stop.wait)
-            tg.cancel_scope.cancel()
-
-    anyio.run(main)
-
-
 @pytest.fixture(scope="module")
 def binaries(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Binaries]:
     """CRDs installed, both reconcilers running as subprocesses (metrics on free loopback ports, so a
@@ -89,16 +78,10 @@ def binaries(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPath
             await install_crds(client, all_crds())
 
     anyio.run(install)
-    stop = threading.Event()
-    standin = threading.Thread(target=_standin, args=(kubeconfig, stop), name="flux-standin", daemon=True)
-    standin.start()
-    try:
-        with reconcilers(kubeconfig, logs, free_port(), free_port()) as daemons:
-            anyio.run(wait_ready, daemons, 60.0)
-            yield Binaries(kubeconfig, logs, daemons)
-    finally:
-        stop.set()
-        standin.join(30)
+    with (flux_standin_thread(kubeconfig, delay=STANDIN_DELAY),
+          reconcilers(kubeconfig, logs, free_port(), free_port()) as daemons):
+        anyio.run(wait_ready, daemons, 60.0)
+        yield Binaries(kubeconfig, logs, daemons)
 
 
 @pytest.fixture

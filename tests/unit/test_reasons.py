@@ -159,7 +159,7 @@ PROCESS_WIRE = {
 POOL_WIRE = {
     "MembersCreated", "InvalidTemplate", "MembersDeleted", "Paused", "MaxSizeReached", "Draining",
     "MemberReturned", "ResetStarted", "ResetFailed", "MemberReplacing", "Bound", "InvalidTtl", "MemberLost",
-    "SpawnTimeout", "ResetRefused",
+    "SpawnTimeout", "ResetRefused", "PoolOnOtherShard",
 }
 
 

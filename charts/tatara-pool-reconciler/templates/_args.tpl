@@ -8,9 +8,10 @@ tatara-pool-reconciler
 - --health-addr=0.0.0.0:{{ .Values.healthPort }}
 - --controller-namespace={{ .Release.Namespace }}
 - --watch-namespace={{ .Values.watchNamespace }}
+- {{ printf "--watch-label-selector=%s" (include "tatara.watchLabelSelector" .) | quote }}
 - --log-level={{ .Values.logLevel }}
 - --leader-elect={{ .Values.leaderElection.enabled }}
-- --leader-election-lease-name={{ .Values.leaderElection.leaseName }}
+- --leader-election-lease-name={{ include "tatara.instanceLeaseName" . }}
 - --leader-election-namespace={{ include "tatara.leaseNamespace" . }}
 - --leader-election-lease-duration={{ .Values.leaderElection.leaseDuration }}
 - --leader-election-renew-deadline={{ .Values.leaderElection.renewDeadline }}

@@ -55,3 +55,68 @@ app.kubernetes.io/part-of: tatara
 {{- define "tatara.exportWorkerLabels" -}}
 {{- include "tatara.labels" . | replace "app.kubernetes.io/component: controller" "app.kubernetes.io/component: export-worker" }}
 {{- end }}
+
+{{/* Sharding (docs/architecture.md#sharding): one instance per entry of .Values.shards plus the unsharded one.
+Templates that render per instance range over "tatara.instances" and use a context with .shard set ("" for the
+unsharded instance). */}}
+{{- define "tatara.instances" -}}
+{{- toJson (prepend (.Values.shards | default list) "") }}
+{{- end }}
+
+{{/* The Deployment (and PDB) name of an instance: the full name, with "-<shard>" for a shard. */}}
+{{- define "tatara.instanceName" -}}
+{{- if .shard }}
+{{- printf "%s-%s" (include "tatara.fullname" .) .shard | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- include "tatara.fullname" . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of an instance's pods: a shard's also carry tatara.pleme.io/shard (the unsharded instance's
+Deployment selector stays the chart's, so an upgrade to shards keeps it). */}}
+{{- define "tatara.instanceSelectorLabels" -}}
+{{ include "tatara.selectorLabels" . }}
+{{- if .shard }}
+tatara.pleme.io/shard: {{ .shard | quote }}
+{{- end }}
+{{- end }}
+
+{{/* A label selector of exactly one instance's pods (PodDisruptionBudget, topology spread): the unsharded
+instance's excludes the shards' pods. */}}
+{{- define "tatara.instanceLabelSelector" -}}
+matchLabels:
+  {{- include "tatara.instanceSelectorLabels" . | nindent 2 }}
+{{- if and (not .shard) .Values.shards }}
+matchExpressions:
+  - key: tatara.pleme.io/shard
+    operator: DoesNotExist
+{{- end }}
+{{- end }}
+
+{{/* The Lease of an instance: leaderElection.leaseName, with "-<shard>" for a shard. */}}
+{{- define "tatara.instanceLeaseName" -}}
+{{- if .shard }}
+{{- printf "%s-%s" .Values.leaderElection.leaseName .shard }}
+{{- else }}
+{{- .Values.leaderElection.leaseName }}
+{{- end }}
+{{- end }}
+
+{{/* --watch-label-selector of an instance (Flux's sharding): a shard's key, "!key" for the unsharded instance
+beside shards, empty (everything) without shards. */}}
+{{- define "tatara.watchLabelSelector" -}}
+{{- if .shard }}
+{{- printf "sharding.fluxcd.io/key=%s" .shard }}
+{{- else if .Values.shards }}
+{{- print "!sharding.fluxcd.io/key" }}
+{{- end }}
+{{- end }}
+
+{{/* Every Lease name the chart's instances campaign for (the leader-election Role's resourceNames). */}}
+{{- define "tatara.leaseNames" -}}
+{{- $names := list }}
+{{- range $shard := include "tatara.instances" . | fromJsonArray }}
+{{- $names = append $names (include "tatara.instanceLeaseName" (dict "Values" $.Values "shard" $shard)) }}
+{{- end }}
+{{- toJson $names }}
+{{- end }}

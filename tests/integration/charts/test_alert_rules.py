@@ -24,6 +24,9 @@ JOB = {"tatara-reconciler": "rel-tatara-reconciler-metrics",
        "tatara-pool-reconciler": "rel-tatara-pool-reconciler-metrics"}  # the Service a ServiceMonitor scrapes
 
 
+NO_LEADER = ("With leader election on, no replica has held one of the Leases (a shard's, or the ProcessTable "
+             "writer's) for 5 minutes: that shard, or the table's status, is not reconciled.")
+
 def _rules(helm: Path, chart: str, tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
     """The chart's rendered PrometheusRule spec as a rule file, and its rules by alert name."""
     out = subprocess.run([str(helm), "template", "rel", str(ROOT / "charts" / chart), "-n", NAMESPACE,
@@ -107,13 +110,19 @@ def _runtime_tests(chart: str, rules: dict[str, dict[str, Any]], binary: str, co
             _series(s, "leader_election_master_status", 'name="lease",instance="b"', "0x20"),
         ], "alert_rule_test": [
             {"eval_time": "10m", "alertname": "TataraNoLeader", "exp_alerts": [_expect(
-                rules, "TataraNoLeader", {}, f"{binary}: no replica holds the leader Lease",
-                "With leader election on, no replica has held the Lease for 5 minutes: nothing reconciles.")]},
+                rules, "TataraNoLeader", {}, f"{binary}: no replica holds a leader Lease", NO_LEADER)]},
         ]},
         {"interval": "1m", "input_series": [  # one leader of two replicas: healthy
             _series(s, "leader_election_master_status", 'name="lease",instance="a"', "1x20"),
             _series(s, "leader_election_master_status", 'name="lease",instance="b"', "0x20"),
         ], "alert_rule_test": [{"eval_time": "10m", "alertname": "TataraNoLeader", "exp_alerts": []}]},
+        {"interval": "1m", "input_series": [  # shards (docs/architecture.md#sharding): one Lease led, one not
+            _series(s, "leader_election_master_status", 'name="lease-shard1",instance="a"', "1x20"),
+            _series(s, "leader_election_master_status", 'name="lease-shard2",instance="b"', "0x20"),
+        ], "alert_rule_test": [
+            {"eval_time": "10m", "alertname": "TataraNoLeader", "exp_alerts": [_expect(
+                rules, "TataraNoLeader", {}, f"{binary}: no replica holds a leader Lease", NO_LEADER)]},
+        ]},
     ]
 
 

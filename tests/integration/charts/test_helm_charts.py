@@ -306,6 +306,21 @@ def test_schema_rejects(helm: Path, chart: str, command: str, setting: str, mess
 # -- install into the real local API server ---------------------------------------------------------
 
 
+async def install(helm: Path, kubeconfig: str, namespace: str, releases: dict[str, str],
+                  *extra: str) -> list[subprocess.CompletedProcess[str]]:
+    """``helm install`` of each chart as its release (``{chart: release}``) with ``extra`` arguments."""
+    return [await anyio.to_thread.run_sync(lambda c=chart, r=release: _run(
+        helm, "install", r, str(ROOT / "charts" / c), "--kubeconfig", kubeconfig, "-n", namespace, *extra,
+        "--timeout", "90s")) for chart, release in releases.items()]
+
+
+async def uninstall(helm: Path, kubeconfig: str, namespace: str, releases: dict[str, str]) -> None:
+    """``helm uninstall`` of every release, not waiting, errors ignored (a test's cleanup)."""
+    for release in releases.values():
+        await anyio.to_thread.run_sync(lambda r=release: _run(
+            helm, "uninstall", r, "--kubeconfig", kubeconfig, "-n", namespace, "--wait=false", check=False))
+
+
 @pytest.mark.anyio
 async def test_install_both_charts(helm: Path, control_plane: LocalControlPlane, kube: client.ApiClient,
                                    namespace: str) -> None:
@@ -317,10 +332,7 @@ async def test_install_both_charts(helm: Path, control_plane: LocalControlPlane,
     releases = {chart: f"{chart.removeprefix('tatara-')}-{suffix}" for chart in CHARTS}
     kubeconfig = str(control_plane.kubeconfig)
     try:
-        for chart, release in releases.items():
-            proc = await anyio.to_thread.run_sync(lambda c=chart, r=release: _run(
-                helm, "install", r, str(ROOT / "charts" / c), "--kubeconfig", kubeconfig, "-n", namespace,
-                "--set", "podDisruptionBudget.enabled=true", "--timeout", "90s"))
+        for proc in await install(helm, kubeconfig, namespace, releases, "--set", "podDisruptionBudget.enabled=true"):
             assert "STATUS: deployed" in proc.stdout
             assert "violate PodSecurity" not in proc.stderr, proc.stderr
 
@@ -350,9 +362,7 @@ async def test_install_both_charts(helm: Path, control_plane: LocalControlPlane,
             await core.create_namespaced_pod(namespace, pod)
             await core.delete_namespaced_pod(f"{fullname}-probe", namespace, grace_period_seconds=0)
     finally:
-        for release in releases.values():
-            await anyio.to_thread.run_sync(lambda r=release: _run(
-                helm, "uninstall", r, "--kubeconfig", kubeconfig, "-n", namespace, "--wait=false", check=False))
+        await uninstall(helm, kubeconfig, namespace, releases)
 
 
 @pytest.mark.parametrize("chart", CHARTS)

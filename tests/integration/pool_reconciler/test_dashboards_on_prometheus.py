@@ -127,8 +127,10 @@ async def series(session: aiohttp.ClientSession, url: str, selector: str) -> lis
 
 
 def _grafana(expr: str, job: str, namespace: str) -> str:
-    """The expression as Grafana sends it: variables filled in (all instances), ``$__rate_interval`` 1 m."""
-    return (expr.replace("$job", job).replace("$namespace", namespace).replace("$instance", ".*")
+    """The expression as Grafana sends it: variables filled in (all shards, all instances), ``$__rate_interval``
+    1 m."""
+    return (expr.replace("$job", job).replace("$namespace", namespace).replace("$shard", ".*")
+            .replace("$instance", ".*")
             .replace("$__rate_interval", "1m"))
 
 

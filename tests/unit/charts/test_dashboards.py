@@ -95,11 +95,17 @@ def test_every_query_is_scoped_to_its_binary_and_the_board_is_read_only(path: Pa
     board = dash.load(path)
     assert board["editable"] is False
     variables = {v["name"]: v for v in board["templating"]["list"]}
-    assert list(variables) == ["datasource", "job", "namespace", "instance"]
+    assert list(variables) == ["datasource", "job", "namespace", "shard", "instance"]
     controllers = dashboards.DASHBOARDS[path.parents[1].name][3]
     assert variables["job"]["definition"] == (
         f'label_values(controller_runtime_reconcile_total{{controller=~"{controllers}"}}, job)')
     assert variables["instance"]["includeAll"] is True
+    # sharded instances (docs/architecture.md#sharding): the shard variable narrows the instances, All matching the
+    # unsharded instance too (no `shard` label: only `.*` matches the empty value)
+    assert variables["shard"]["definition"] == (
+        'label_values(process_resident_memory_bytes{job="$job", namespace="$namespace"}, shard)')
+    assert (variables["shard"]["includeAll"], variables["shard"]["allValue"]) == (True, ".*")
+    assert 'shard=~"$shard"' in variables["instance"]["definition"]
     panels = [(where, expr) for where, expr in dash.expressions(board) if not where.startswith("variable")]
     assert panels
     unscoped = [where for where, expr in panels

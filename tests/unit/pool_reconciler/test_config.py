@@ -37,3 +37,12 @@ def test_a_flag_wins_over_its_variable() -> None:
 def test_bad_values_name_the_flag(argv: list[str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         parse_config(argv, {})
+
+
+def test_watch_label_selector_is_flux_sharding_flag() -> None:
+    """Flux's ``--watch-label-selector`` for pools and allocations (docs/architecture.md#sharding)."""
+    assert parse_config([], {}).watch_label_selector == ""
+    config = parse_config([], {"TATARA_POOL_WATCH_LABEL_SELECTOR": "sharding.fluxcd.io/key=s1"})
+    assert config.watch_label_selector == "sharding.fluxcd.io/key=s1"
+    with pytest.raises(ConfigError, match="TATARA_POOL_WATCH_LABEL_SELECTOR"):
+        parse_config([], {"TATARA_POOL_WATCH_LABEL_SELECTOR": "a=b,"})

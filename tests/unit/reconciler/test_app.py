@@ -6,15 +6,19 @@ from datetime import UTC, datetime
 from typing import cast
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from reconciler.app import after_own_applies, resolve_kind
+from reconciler.app import after_own_applies, build, resolve_kind
+from reconciler.config import parse_config
 from reconciler.decision import Decision, Observed
 from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
-from shared.domain.resources import DNS_ENDPOINTS, INGRESSES
+from shared.domain.resources import DNS_ENDPOINTS, INGRESSES, PROCESSES
 from shared.kube.client import Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.expectations import LAG_REQUEUE_SECONDS, ChildWriteExpectations
+from shared.kube.manager import Manager
+from tests.support.fake_api import FakeApi
 
 
 class FakeMapper:
@@ -60,3 +64,29 @@ def test_a_decision_waits_while_a_child_cache_lags_the_last_apply_of_one_of_its_
     assert decide(observed) == Decision(requeue_after=LAG_REQUEUE_SECONDS)  # no writes, look again soon
     caches[INGRESSES] = "42"
     assert decide(observed) is decided
+
+
+# ── sharding (docs/architecture.md#sharding) ────────────────────────────────────────────────────
+
+
+def _built(*argv: str) -> Manager:
+    config = parse_config(["--health-addr=127.0.0.1:0", *argv], {})
+    return build(FakeApi(), config, identity="me", registry=CollectorRegistry(), handle_signals=False)
+
+
+def _process_selectors(manager: Manager) -> set[str | None]:
+    return {selector for (resource, _, selector) in manager._informers if resource == PROCESSES}
+
+
+def test_unsharded_one_process_cache_and_the_table_writer_under_the_instance_lease() -> None:
+    manager = _built()
+    assert _process_selectors(manager) == {None}
+    assert sorted(c.name for c in manager._controllers) == ["process", "processtable"]
+
+
+def test_a_shard_selects_its_processes_and_elects_the_table_writer_by_its_own_lease() -> None:
+    manager = _built("--watch-label-selector=sharding.fluxcd.io/key=shard1")
+    # its shard's Processes for the Process controller, every Process for the table's counts
+    assert _process_selectors(manager) == {"sharding.fluxcd.io/key=shard1", None}
+    # the table writer is not among the instance's controllers: it runs under the table's Lease
+    assert [c.name for c in manager._controllers] == ["process"]

@@ -134,3 +134,23 @@ def test_bad_input_exits_with_status_2(capsys: pytest.CaptureFixture[str]) -> No
         parse_or_exit(["--heartbeat-seconds", "x"], {})
     assert err.value.code == 2
     assert "--heartbeat-seconds: expected an unsigned integer" in capsys.readouterr().err
+
+
+def test_watch_label_selector_is_flux_sharding_flag() -> None:
+    """Flux's ``--watch-label-selector``: empty by default (every Process), taken from the flag or
+    TATARA_WATCH_LABEL_SELECTOR, a bad selector refused naming the flag (docs/architecture.md#sharding)."""
+    assert parse_config([], {}).watch_label_selector == ""
+    assert not parse_config([], {}).sharded
+    shard = parse_config(["--watch-label-selector", "sharding.fluxcd.io/key=shard1"], {})
+    assert (shard.watch_label_selector, shard.sharded) == ("sharding.fluxcd.io/key=shard1", True)
+    assert shard.table_lease_name == "tatara-reconciler-processtable"
+    unsharded = parse_config([], {"TATARA_WATCH_LABEL_SELECTOR": "!sharding.fluxcd.io/key"})
+    assert unsharded.watch_label_selector == "!sharding.fluxcd.io/key"
+    with pytest.raises(ConfigError, match="--watch-label-selector"):
+        parse_config(["--watch-label-selector=key in shard1"], {})
+
+
+def test_a_sharded_instance_needs_a_table_lease_of_its_own() -> None:
+    with pytest.raises(ConfigError, match="--table-lease-name"):
+        parse_config(["--watch-label-selector=a=b", "--table-lease-name=x", "--leader-election-lease-name=x"], {})
+    assert parse_config(["--table-lease-name=x", "--leader-election-lease-name=x"], {}).table_lease_name == "x"
