@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
@@ -232,14 +233,32 @@ def ephemeral_helm_process(name: str, **boundary: Any) -> dict[str, Any]:
     return process
 
 
-async def _failed_then_reaped(kc: KubeClient, namespace: str, name: str) -> dict[str, Any]:
-    async def failed() -> dict[str, Any] | None:
-        status = await status_of(kc, namespace, name)
-        return status if status.get("phase") == "Failed" else None
+async def _failed_then_reaped(kc: KubeClient, namespace: str, process: dict[str, Any]) -> dict[str, Any]:
+    """Create ``process`` and return the status it had when Failed, once it is reaped, deleted and its
+    HelmRelease torn down. The statuses are recorded by a watch from before the create: Failed → Reaped →
+    deleted can pass between two reads of a poll."""
+    name = process["metadata"]["name"]
+    listed = msgspec.json.decode(await kc.list(PROCESSES, namespace))
+    statuses: list[dict[str, Any]] = []
 
-    status = await wait_for(failed, timeout=20, what=f"{name} Failed")
-    await wait_for(lambda: gone(kc, PROCESSES, name, namespace), timeout=30, what=f"{name} reaped and deleted")
-    await wait_for(lambda: gone(kc, HELM_RELEASES, name, namespace), timeout=30, what="its HelmRelease torn down")
+    async def record() -> None:
+        async for event in kc.watch(PROCESSES, namespace, resource_version=listed["metadata"]["resourceVersion"],
+                                    timeout_seconds=300, inactivity_timeout=120):
+            obj = msgspec.json.decode(event.object)
+            if event.type in ("ADDED", "MODIFIED") and obj["metadata"]["name"] == name:
+                statuses.append(obj.get("status") or {})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(record)
+        await kc.create(PROCESSES, process, namespace)
+
+        async def failed() -> dict[str, Any] | None:
+            return next((s for s in statuses if s.get("phase") == "Failed"), None)
+
+        status = await wait_for(failed, timeout=20, what=f"{name} Failed")
+        await wait_for(lambda: gone(kc, PROCESSES, name, namespace), timeout=30, what=f"{name} reaped and deleted")
+        await wait_for(lambda: gone(kc, HELM_RELEASES, name, namespace), timeout=30, what="its HelmRelease torn down")
+        tg.cancel_scope.cancel()
     return status
 
 
@@ -249,8 +268,7 @@ async def test_a_stalled_helmrelease_fails_the_process_then_it_is_reaped(kc: Kub
         return Failure("InstallFailed", stalled="RetriesExceeded") if resource is HELM_RELEASES else None
 
     async with reconciler_running(kc, namespace, verdict=verdict):
-        await kc.create(PROCESSES, ephemeral_helm_process("stalls"), namespace)
-        status = await _failed_then_reaped(kc, namespace, "stalls")
+        status = await _failed_then_reaped(kc, namespace, ephemeral_helm_process("stalls"))
     assert status["exitCode"] == 1
     assert "InstallFailed" in status["message"]
     stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
@@ -261,8 +279,7 @@ async def test_an_unready_helmrelease_past_the_boundary_timeout_fails_the_proces
     kc: KubeClient, namespace: str
 ) -> None:
     async with reconciler_running(kc, namespace, flux_delay=45):  # Flux "works" longer than the timeout
-        await kc.create(PROCESSES, ephemeral_helm_process("slow", timeout="7s"), namespace)
-        status = await _failed_then_reaped(kc, namespace, "slow")
+        status = await _failed_then_reaped(kc, namespace, ephemeral_helm_process("slow", timeout="7s"))
     assert status["exitCode"] == 124
     assert "boundary timeout 7s exceeded" in status["message"]
 
