@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from reconciler.adoption import with_adoption
 from reconciler.decision import Decision, Observed
 from reconciler.phases.common import Deps
 from reconciler.phases.execing import decide_execing
@@ -64,6 +65,9 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     4. the phase handler, its decision completed by :func:`reconciler.routing.with_routing` and
        :func:`reconciler.status.with_fresh_status`.
 
+    A decision of 1, 2 or 4 on a status another controller wrote (the Rust reference's) is completed by
+    :func:`reconciler.adoption.with_adoption`: written once as ours, with an Event saying what changed.
+
     A phase change of 1 or 2 is completed by :func:`reconciler.routing.with_routing` too, so a holder
     leaving Running or Attested by deletion or a signal gives its stable names up in that step.
 
@@ -76,15 +80,16 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     deleting = process.metadata.deletion_timestamp is not None
     try:
         if deleting and phase.is_alive and phase is not _P.EXITING:
-            return _leaves(observed, deps, phase_write(
+            return with_adoption(observed, _leaves(observed, deps, phase_write(
                 observed, _P.EXITING, "deletion requested", reason=Reason.DELETION_REQUESTED, requeue_after=TICK
-            ))
+            )))
         found = ingest(process.metadata.annotations)
         if found is not None:
-            return _leaves(observed, deps, decide_signal(observed, found.raw, found.signal))
+            return with_adoption(observed, _leaves(observed, deps, decide_signal(observed, found.raw, found.signal)))
         if process.spec.suspended and phase.is_alive and not deleting:
             return Decision(requeue_after=observed.heartbeat_seconds)
-        return with_fresh_status(observed, _routed(observed, deps, HANDLERS[phase](observed, deps)))
+        return with_adoption(observed, with_fresh_status(observed, _routed(observed, deps,
+                                                                           HANDLERS[phase](observed, deps))))
     except IllegalTransition as err:
         return Decision(
             events=(Event.warning(Reason.ILLEGAL_TRANSITION, str(err)),),

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
 from msgspec import UNSET
 
 from reconciler import lifetime_clock
 from reconciler.attestation import attest_process
-from reconciler.children import ChildRef
+from reconciler.children import ChildRef, served_api_version
 from reconciler.decision import Decision, Observed
 from reconciler.phases.checks import cel_events, cel_type_stall, rows_differ
 from reconciler.phases.common import (
@@ -70,7 +71,8 @@ def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, Chil
     changed = False
     stalled: ChildRef | None = None
     for ref in refs:
-        key = ChildRef(ref.api_version, ref.kind, ref.namespace, ref.name)
+        served = served_api_version(ref.api_version, ref.kind)
+        key = ChildRef(served, ref.kind, ref.namespace, ref.name)
         state = observed.children.get(key)
         message: str | None
         if state is None:
@@ -80,6 +82,9 @@ def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, Chil
             message = None if ready else (state.message or "not yet observed")
             if state.stalled and stalled is None:
                 stalled = key
+        if served != ref.api_version:  # written at another version (the reference's v1beta2): rewritten once
+            changed = True
+            ref = msgspec.structs.replace(ref, api_version=served)
         if (ref.ready, ref.message) != (ready, message):
             changed = True
             ref = FluxResourceRef(
@@ -214,4 +219,7 @@ def decide_attested(observed: Observed, deps: Deps) -> Decision:
                 requeue_after=SHORT,
                 extra=StatusPatch(boundary=BoundaryPatch(postconditions=list(result.rows))),
             )
-    return Decision(requeue_after=heartbeat(observed))
+    # a ref written at another version of its kind (the reference's v1beta2 OCIRepository) is rewritten once
+    stored = process.status.flux_resources if process.status is not None else []
+    migrated = any(served_api_version(r.api_version, r.kind) != r.api_version for r in stored)
+    return Decision(status=StatusPatch(flux_resources=refs) if migrated else None, requeue_after=heartbeat(observed))

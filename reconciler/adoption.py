@@ -1,0 +1,78 @@
+"""Taking over a status another controller wrote: the Rust reference's, left behind by a migration
+(docs/migration.md#what-the-takeover-does).
+
+Our first status write on a Process, and every phase write, carries ``status.observedGeneration`` and the
+kstatus conditions; the reference never writes either. A stored status with neither is therefore someone
+else's, and the first decision on it that
+is completed here: the kstatus conditions and ``observedGeneration`` are written with it (a quiet
+Attested Process would otherwise never get them, and a later spec edit would go unnoticed,
+docs/behaviour.md#spec-changes), and a Normal Event ``Adopted`` names every field the write changes
+(refs written at another apiVersion included). The write then makes the status ours, so this happens once.
+A SIGSTOPped Process is not decided on (it waits without writes, docs/behaviour.md#one-process-reconcile),
+so its status stays the reference's until SIGCONT.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from msgspec import UNSET
+
+from reconciler.conditions import CONDITION_TYPES, conditions_for
+from reconciler.decision import Decision, Observed
+from reconciler.reasons import Reason
+from reconciler.status_patch import StatusPatch, merged
+from reconciler.transitions import observed_generation
+from shared.domain.api.process import Process
+from shared.kube.events import Event
+
+__all__ = ["foreign_status", "with_adoption"]
+
+
+def foreign_status(process: Process) -> bool:
+    """True when ``process`` has a status none of our writes made: neither ``status.observedGeneration`` nor
+    a kstatus condition (our first status write, and every phase write, carries both)."""
+    status = process.status
+    return (status is not None and status.observed_generation is None
+            and not any(c.type_ in CONDITION_TYPES for c in status.conditions))
+
+
+def _changes(observed: Observed, patch: StatusPatch) -> list[str]:
+    """What ``patch`` writes over the stored status, in words (wire names)."""
+    status = observed.process.status
+    assert status is not None
+    out = [f"observedGeneration {patch.observed_generation}"] if patch.observed_generation is not UNSET else []
+    if patch.conditions is not UNSET:
+        out.append("conditions " + ", ".join(f"{c.type_}={c.status}" for c in patch.conditions))
+    if patch.flux_resources is not UNSET:
+        before = {(r.kind, r.namespace, r.name): r.api_version for r in status.flux_resources}
+        for ref in patch.flux_resources:
+            old = before.get((ref.kind, ref.namespace, ref.name))
+            if old is not None and old != ref.api_version:
+                out.append(f"fluxResources {ref.kind} {ref.namespace}/{ref.name} {old} → {ref.api_version}")
+    if patch.phase is not UNSET and patch.phase is not status.phase:
+        out.append(f"phase {status.phase.value} → {patch.phase.value}")
+    return out
+
+
+def with_adoption(observed: Observed, decision: Decision) -> Decision:
+    """``decision`` completed for a status another controller wrote (:func:`foreign_status`): its status
+    patch (an empty one when it writes none) also carries the kstatus conditions (for the stored phase,
+    unless it writes its own) and ``observedGeneration``, and a Normal Event ``Adopted`` says what was
+    rewritten and why. Any other decision as it is."""
+    process = observed.process
+    status = process.status
+    if status is None or not foreign_status(process):
+        return decision
+    patch = decision.status or StatusPatch()
+    if patch.conditions is UNSET:
+        phase = patch.phase if patch.phase is not UNSET else status.phase
+        message = patch.message if patch.message is not UNSET else status.message or phase.value
+        patch = merged(patch, StatusPatch(conditions=conditions_for(
+            phase, process.metadata.generation, observed.now, phase.value, message, previous=status.conditions)))
+    if patch.observed_generation is UNSET:
+        patch = merged(patch, StatusPatch(observed_generation=observed_generation(process)))
+    why = ("status written by another controller (no observedGeneration, as the Rust reference writes it): "
+           "taken over, writing " + "; ".join(_changes(observed, patch)))
+    return dataclasses.replace(decision, status=patch, events=(*decision.events, Event.normal(Reason.ADOPTED, why)))
+
