@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from reconciler.adoption import with_adoption
 from reconciler.decision import Decision, Observed
+from reconciler.duplicates import with_pid_conflict
 from reconciler.phases.common import Deps
 from reconciler.phases.execing import decide_execing
 from reconciler.phases.exiting import decide_exiting, decide_failed, decide_reaped, decide_zombie
@@ -66,7 +67,9 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
        :func:`reconciler.status.with_fresh_status`.
 
     A decision of 1, 2 or 4 on a status another controller wrote (the Rust reference's) is completed by
-    :func:`reconciler.adoption.with_adoption`: written once as ours, with an Event saying what changed.
+    :func:`reconciler.adoption.with_adoption`: written once as ours, with an Event saying what changed. A
+    handler's decision on a Process holding a sequence number an earlier one holds too (the reference's
+    duplicates) also says so (:func:`reconciler.duplicates.with_pid_conflict`).
 
     A phase change of 1 or 2 is completed by :func:`reconciler.routing.with_routing` too, so a holder
     leaving Running or Attested by deletion or a signal gives its stable names up in that step.
@@ -88,8 +91,8 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
             return with_adoption(observed, _leaves(observed, deps, decide_signal(observed, found.raw, found.signal)))
         if process.spec.suspended and phase.is_alive and not deleting:
             return Decision(requeue_after=observed.heartbeat_seconds)
-        return with_adoption(observed, with_fresh_status(observed, _routed(observed, deps,
-                                                                           HANDLERS[phase](observed, deps))))
+        decision = with_fresh_status(observed, _routed(observed, deps, HANDLERS[phase](observed, deps)))
+        return with_pid_conflict(observed, with_adoption(observed, decision))
     except IllegalTransition as err:
         return Decision(
             events=(Event.warning(Reason.ILLEGAL_TRANSITION, str(err)),),
