@@ -3,13 +3,12 @@
 
 Our first status write on a Process, and every phase write, carries ``status.observedGeneration`` and the
 kstatus conditions; the reference never writes either. A stored status with neither is therefore someone
-else's, and the first decision on it that
-is completed here: the kstatus conditions and ``observedGeneration`` are written with it (a quiet
-Attested Process would otherwise never get them, and a later spec edit would go unnoticed,
-docs/behaviour.md#spec-changes), and a Normal Event ``Adopted`` names every field the write changes
-(refs written at another apiVersion included). The write then makes the status ours, so this happens once.
-A SIGSTOPped Process is not decided on (it waits without writes, docs/behaviour.md#one-process-reconcile),
-so its status stays the reference's until SIGCONT.
+else's, and the first decision on it is completed here: the kstatus conditions and ``observedGeneration``
+are written with it (a quiet Attested Process would otherwise never get them, and a later spec edit would
+go unnoticed, docs/behaviour.md#spec-changes), and a Normal Event ``Adopted`` names every field the write
+changes. The write makes the status ours, so this happens once. A SIGSTOPped Process is not decided on
+(it waits without writes, docs/behaviour.md#one-process-reconcile), so its status stays the reference's
+until SIGCONT.
 """
 
 from __future__ import annotations
@@ -44,12 +43,6 @@ def _changes(observed: Observed, patch: StatusPatch) -> list[str]:
     out = [f"observedGeneration {patch.observed_generation}"] if patch.observed_generation is not UNSET else []
     if patch.conditions is not UNSET:
         out.append("conditions " + ", ".join(f"{c.type_}={c.status}" for c in patch.conditions))
-    if patch.flux_resources is not UNSET:
-        before = {(r.kind, r.namespace, r.name): r.api_version for r in status.flux_resources}
-        for ref in patch.flux_resources:
-            old = before.get((ref.kind, ref.namespace, ref.name))
-            if old is not None and old != ref.api_version:
-                out.append(f"fluxResources {ref.kind} {ref.namespace}/{ref.name} {old} → {ref.api_version}")
     if patch.phase is not UNSET and patch.phase is not status.phase:
         out.append(f"phase {status.phase.value} → {patch.phase.value}")
     return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
 from msgspec import UNSET
 
 from reconciler import lifetime_clock
@@ -63,6 +62,10 @@ def spec_changed(observed: Observed) -> Decision | None:
 def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, ChildRef | None]:
     """(refs with fresh ready/message, any changed, first stalled child) from the child cache.
 
+    A ref written at another version of its kind (the reference's ``v1beta2`` OCIRepository) is looked up
+    at the version we cache it at, and kept as written: the stored attestation's ``artifactHash`` is over
+    the refs' apiVersions (docs/migration.md#v1beta2-refs); the next render writes refs of its own.
+
     ``lastCheck`` moves only when a ref's readiness or message changes (no write while waiting).
     """
     status = observed.process.status
@@ -82,9 +85,6 @@ def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, Chil
             message = None if ready else (state.message or "not yet observed")
             if state.stalled and stalled is None:
                 stalled = key
-        if served != ref.api_version:  # written at another version (the reference's v1beta2): rewritten once
-            changed = True
-            ref = msgspec.structs.replace(ref, api_version=served)
         if (ref.ready, ref.message) != (ready, message):
             changed = True
             ref = FluxResourceRef(
@@ -219,7 +219,4 @@ def decide_attested(observed: Observed, deps: Deps) -> Decision:
                 requeue_after=SHORT,
                 extra=StatusPatch(boundary=BoundaryPatch(postconditions=list(result.rows))),
             )
-    # a ref written at another version of its kind (the reference's v1beta2 OCIRepository) is rewritten once
-    stored = process.status.flux_resources if process.status is not None else []
-    migrated = any(served_api_version(r.api_version, r.kind) != r.api_version for r in stored)
-    return Decision(status=StatusPatch(flux_resources=refs) if migrated else None, requeue_after=heartbeat(observed))
+    return Decision(requeue_after=heartbeat(observed))
