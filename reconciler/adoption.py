@@ -36,8 +36,8 @@ def foreign_status(process: Process) -> bool:
             and not any(c.type_ in CONDITION_TYPES for c in status.conditions))
 
 
-def _changes(observed: Observed, patch: StatusPatch) -> list[str]:
-    """What ``patch`` writes over the stored status, in words (wire names)."""
+def _changes(observed: Observed, patch: StatusPatch, decision: Decision) -> list[str]:
+    """What ``patch`` writes over the stored status, and what else ``decision`` does, in words."""
     status = observed.process.status
     assert status is not None
     out = [f"observedGeneration {patch.observed_generation}"] if patch.observed_generation is not UNSET else []
@@ -45,6 +45,9 @@ def _changes(observed: Observed, patch: StatusPatch) -> list[str]:
         out.append("conditions " + ", ".join(f"{c.type_}={c.status}" for c in patch.conditions))
     if patch.phase is not UNSET and patch.phase is not status.phase:
         out.append(f"phase {status.phase.value} → {patch.phase.value}")
+    if decision.delete:
+        out.append(f"deleting what the {status.phase.value} Process still owns: "
+                   + ", ".join(f"{r.kind} {r.namespace}/{r.name}" for r in decision.delete))
     return out
 
 
@@ -66,6 +69,6 @@ def with_adoption(observed: Observed, decision: Decision) -> Decision:
     if patch.observed_generation is UNSET:
         patch = merged(patch, StatusPatch(observed_generation=observed_generation(process)))
     why = ("status written by another controller (no observedGeneration, as the Rust reference writes it): "
-           "taken over, writing " + "; ".join(_changes(observed, patch)))
+           "taken over, writing " + "; ".join(_changes(observed, patch, decision)))
     return dataclasses.replace(decision, status=patch, events=(*decision.events, Event.normal(Reason.ADOPTED, why)))
 

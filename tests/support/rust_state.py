@@ -13,7 +13,9 @@ Loading replays each object's ``managedFields`` in order, so that field ownershi
 - each later ``Update`` entry is a JSON merge patch of the fields it owns, sent without a field manager: the
   API server then names the manager after the ``User-Agent``, which is the entry's manager (``unknown`` for
   the reference's own writes, whose client sends none);
-- ``status`` entries are merge patches of ``/status`` the same way.
+- ``status`` entries are merge patches of ``/status`` the same way;
+- an object with a ``deletionTimestamp`` is then deleted (its finalizer holds it, as in the reference's
+  cluster).
 
 The fields an entry owns are its ``fieldsV1`` set projected onto the object (:func:`project`). A UID inside an
 object (ownerReferences, and the ``k:{"uid":…}`` keys that name them) is the reference's cluster's, mapped to
@@ -264,6 +266,9 @@ async def load_scenario(kubeconfig: Path, scenario: Scenario) -> Loaded:
         await admin.create(Resource("", "v1", "namespaces", "Namespace"),
                            {"metadata": {"name": scenario.namespace}}, None)
         loaded = [LoadedObject(obj, await _load_object(clients, obj, uids)) for obj in _ordered(scenario.objects)]
+        for item in loaded:  # deleted by the user, held by a finalizer: deleted again here
+            if item.fixture["metadata"].get("deletionTimestamp"):
+                await admin.delete(item.resource, item.fixture["metadata"]["name"], scenario.namespace)
         for item in loaded:  # the live form as a GET at the storage version reads it
             resource = kind_resource(item.fixture["apiVersion"], item.fixture["kind"])
             item.live = json.loads(await admin.get(resource, item.fixture["metadata"]["name"], scenario.namespace))

@@ -75,11 +75,27 @@ def suspended(p: Json) -> bool:
     return bool(p["spec"].get("suspended"))
 
 
+def deleting(p: Json) -> bool:
+    """Deleted by the user, held by the finalizer: the reference's livelock in Exiting (docs/migration.md)."""
+    return bool(p["metadata"].get("deletionTimestamp"))
+
+
+def kept(scenario: Scenario) -> list[Json]:
+    """The Processes a takeover must keep as they are (every one not being deleted)."""
+    return [p for p in scenario.processes if not deleting(p)]
+
+
+def settled(p: Json) -> bool:
+    """A Process the reference left where it stays: not being deleted and not Reaped with children it still
+    owns (both repaired, ``test_inconsistent_states_are_repaired``)."""
+    return not deleting(p) and p["status"].get("phase") != "Reaped"
+
+
 async def adopted(tk: Takeover) -> None:
     """Every Process our reconciler decides on (not a SIGSTOPped one: it waits without writes) carries our
     ``observedGeneration``, and the reconciler has gone round every Process twice more since (HEARTBEAT), so a
     write it was going to make would have been made."""
-    names = [(s, p["metadata"]["name"]) for s in SCENARIOS for p in s.processes if not suspended(p)]
+    names = [(s, p["metadata"]["name"]) for s in SCENARIOS for p in kept(s) if not suspended(p)]
 
     async def written() -> bool:
         for scenario, name in names:
@@ -124,7 +140,7 @@ async def test_loading_reproduces_the_reference_state(tk: Takeover, scenario: Sc
 @by_scenario
 async def test_no_phase_regresses(tk: Takeover, scenario: Scenario) -> None:
     """Each Process keeps the reference's phase, PID, identity (snake_case keys), attestation and generation."""
-    for fixture in scenario.processes:
+    for fixture in kept(scenario):
         doc = await process(tk, scenario, fixture["metadata"]["name"])
         want, got = fixture["status"], doc["status"]
         assert (got["phase"], got.get("pid"), got["identity"]) == (want["phase"], want.get("pid"),
@@ -136,15 +152,17 @@ async def test_no_phase_regresses(tk: Takeover, scenario: Scenario) -> None:
 
 @by_scenario
 async def test_a_quiet_attested_process_gets_no_write_to_its_children(tk: Takeover, scenario: Scenario) -> None:
-    """Counted server-side: no request of ours wrote a child (audit log), and each child's resourceVersion and
-    field managers are those loaded."""
-    children = {o.fixture["kind"] for o in tk.loaded[scenario.name].objects if o.fixture["kind"] != "Process"}
-    plurals = {kind_resource(o.fixture["apiVersion"], o.fixture["kind"]).plural
-               for o in tk.loaded[scenario.name].objects if o.fixture["kind"] in children}
-    writes = [e for e in tk.writes(scenario.namespace) if e.resource.split("/")[0] in plurals]
+    """Counted server-side: no request of ours wrote a child of an Attested Process (audit log), and each such
+    child's resourceVersion and field managers are those loaded."""
+    quiet = [p for p in attested(scenario) if settled(p)]
+    children = {(c["kind"], c["metadata"]["name"]) for p in quiet for c in scenario.children_of(p)}
+    plurals = {kind: kind_resource(o.fixture["apiVersion"], kind).plural
+               for o in tk.loaded[scenario.name].objects for kind in [o.fixture["kind"]]}
+    names = {(plurals[kind], name) for kind, name in children}
+    writes = [e for e in tk.writes(scenario.namespace) if (e.resource.split("/")[0], e.name) in names]
     assert writes == []
     for item in tk.loaded[scenario.name].objects:
-        if item.fixture["kind"] == "Process":
+        if (item.fixture["kind"], item.fixture["metadata"]["name"]) not in children:
             continue
         doc = await live(tk, item.fixture["kind"], item.fixture["apiVersion"], item.fixture["metadata"]["name"],
                          scenario.namespace)
@@ -162,7 +180,7 @@ async def test_what_ours_rewrites_is_rewritten_once_with_an_event(tk: Takeover, 
     for e in tk.writes(scenario.namespace):
         if e.resource.startswith("processes"):
             writes[e.name].append(e.resource)
-    for fixture in scenario.processes:
+    for fixture in kept(scenario):
         name = fixture["metadata"]["name"]
         adoption = [e for e in await events_of(tk, scenario.namespace, name) if e["reason"] == "Adopted"]
         if suspended(fixture):
@@ -215,12 +233,12 @@ async def test_duplicate_sequence_numbers_are_kept_and_reported_on_the_later_pro
     the earlier has neither."""
     holders: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
     for s in SCENARIOS:
-        for p in s.processes:
+        for p in kept(s):
             seq = sequence(p["status"].get("pid"))
             if seq is not None:
                 doc = await process(tk, s, p["metadata"]["name"])
                 holders[seq].append((doc["metadata"]["creationTimestamp"], s.namespace, p["metadata"]["name"]))
-    for fixture in scenario.processes:
+    for fixture in kept(scenario):
         name = fixture["metadata"]["name"]
         doc = await process(tk, scenario, name)
         seq = sequence(fixture["status"].get("pid"))
@@ -228,6 +246,8 @@ async def test_duplicate_sequence_numbers_are_kept_and_reported_on_the_later_pro
         later = len(group) > 1 and (group[0][1], group[0][2]) != (scenario.namespace, name)
         conditions = {c["type"]: c for c in doc["status"].get("conditions", [])}
         warnings = [e for e in await events_of(tk, scenario.namespace, name) if e["reason"] == "DuplicatePid"]
+        if deleting(fixture):
+            continue
         assert doc["status"].get("pid") == fixture["status"].get("pid")
         assert doc["status"]["phase"] == fixture["status"]["phase"]
         if later:
@@ -241,11 +261,51 @@ async def test_duplicate_sequence_numbers_are_kept_and_reported_on_the_later_pro
 
 @by_scenario
 async def test_the_finalizer_is_ours(tk: Takeover, scenario: Scenario) -> None:
-    """The reference's finalizer string is ours, so deleting after the takeover runs our cleanup."""
-    for fixture in scenario.processes:
-        assert fixture["metadata"]["finalizers"] == [OUR_FINALIZER]
+    """The reference's finalizer string is ours, so deleting after the takeover runs our cleanup; a Process
+    whose finalizer the reference already removed (Reaped) does not get one again."""
+    for fixture in kept(scenario):
+        assert fixture["metadata"].get("finalizers", [OUR_FINALIZER]) == [OUR_FINALIZER]
         doc = await process(tk, scenario, fixture["metadata"]["name"])
-        assert doc["metadata"]["finalizers"] == [OUR_FINALIZER]
+        assert doc["metadata"].get("finalizers") == fixture["metadata"].get("finalizers")
+
+
+@by_scenario
+async def test_inconsistent_states_are_repaired(tk: Takeover, scenario: Scenario) -> None:
+    """What the reference leaves half done, ours finishes, with the ``Adopted`` Event saying so: a deleted
+    Process stuck in Exiting goes (its children with it); a Reaped Process keeps its status, PID and
+    attestation, and the children the reference left in place are deleted."""
+    for fixture in scenario.processes:
+        name = fixture["metadata"]["name"]
+        children = scenario.children_of(fixture)
+        if deleting(fixture):
+            await wait_for(functools.partial(_gone, tk, "Process", PROCESSES.api_version, name, scenario.namespace),
+                           timeout=WAIT, what=f"{name} deleted")
+            message = await wait_for(functools.partial(_adopted_message, tk, scenario.namespace, name),
+                                     timeout=WAIT, what=f"the Adopted Event of {name}")
+            assert f"phase {fixture['status']['phase']} → " in message, message
+        elif fixture["status"].get("phase") == "Reaped":
+            message = await wait_for(functools.partial(_adopted_message, tk, scenario.namespace, name),
+                                     timeout=WAIT, what=f"the Adopted Event of {name}")
+            for child in children:
+                assert f"{child['kind']} {scenario.namespace}/{child['metadata']['name']}" in message, message
+            doc = await process(tk, scenario, name)
+            assert doc["status"]["phase"] == "Reaped"
+            assert (doc["status"]["pid"], doc["status"]["attestation"]) == (fixture["status"]["pid"],
+                                                                            fixture["status"]["attestation"])
+        else:
+            continue
+        for child in children:
+            await wait_for(functools.partial(_gone, tk, child["kind"], child["apiVersion"], child["metadata"]["name"],
+                                             scenario.namespace), timeout=WAIT, what=f"{child['kind']} gone")
+
+
+async def _gone(tk: Takeover, kind: str, api_version: str, name: str, namespace: str) -> bool:
+    return await live(tk, kind, api_version, name, namespace) is None
+
+
+async def _adopted_message(tk: Takeover, namespace: str, name: str) -> str | None:
+    found = [e["message"] for e in await events_of(tk, namespace, name) if e["reason"] == "Adopted"]
+    return found[0] if found else None
 
 
 async def test_the_table_is_adopted(tk: Takeover) -> None:
