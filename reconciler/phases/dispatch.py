@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reconciler.adoption import with_adoption
+from reconciler.adoption import with_adoption, with_takeover_deadline
 from reconciler.decision import Decision, Observed
 from reconciler.duplicates import with_pid_conflict
 from reconciler.phases.common import Deps
@@ -78,6 +78,7 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     ``IllegalTransition`` is recorded and the Process is retried after HEARTBEAT.
     """
     deps = deps or Deps()
+    observed = with_takeover_deadline(observed)
     process = observed.process
     phase = process.phase
     deleting = process.metadata.deletion_timestamp is not None

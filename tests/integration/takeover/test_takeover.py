@@ -22,7 +22,7 @@ import pytest
 
 from shared.domain.api.table import PROCESS_TABLE_NAME
 from shared.domain.finalizers import PROCESS as OUR_FINALIZER
-from shared.domain.resources import PROCESS_TABLES, PROCESSES
+from shared.domain.resources import FLUX_KINDS, PROCESS_TABLES, PROCESSES
 from shared.kube.client import EVENTS
 from shared.kube.errors import NotFound
 from tests.integration.takeover.conftest import SCENARIOS, Takeover, dumps, scenario_ids
@@ -40,6 +40,13 @@ WAIT = 60.0
 """Deadline of every wait (a busy two-core machine; each wait ends as soon as its condition holds)."""
 
 SEQUENCE = re.compile(r"\.(\d+)$")
+
+FLUX_VERSIONS = {r.kind: r.api_version for r in FLUX_KINDS}
+
+
+def served_api_version(kind: str) -> str:
+    """The apiVersion Flux serves ``kind`` at in this plane (tools/crds/third_party)."""
+    return FLUX_VERSIONS[kind]
 
 
 def sequence(pid: str | None) -> int | None:
@@ -85,10 +92,19 @@ def kept(scenario: Scenario) -> list[Json]:
     return [p for p in scenario.processes if not deleting(p)]
 
 
+PASSING = frozenset({"Execing", "Running", "Reconverging"})
+"""Phases a Process only passes through: one the reference left there (an apply it was refused) goes on."""
+
+
 def settled(p: Json) -> bool:
-    """A Process the reference left where it stays: not being deleted and not Reaped with children it still
-    owns (both repaired, ``test_inconsistent_states_are_repaired``)."""
-    return not deleting(p) and p["status"].get("phase") != "Reaped"
+    """A Process the reference left where it stays: not being deleted, not Reaped with children it still
+    owns, not in a phase it only passes through (each repaired, ``test_inconsistent_states_are_repaired``)."""
+    return not deleting(p) and p["status"].get("phase") not in {"Reaped", *PASSING}
+
+
+def staying(scenario: Scenario) -> list[Json]:
+    """The Processes whose phase a takeover must not move."""
+    return [p for p in kept(scenario) if p["status"].get("phase") not in PASSING]
 
 
 async def adopted(tk: Takeover) -> None:
@@ -139,8 +155,9 @@ async def test_loading_reproduces_the_reference_state(tk: Takeover, scenario: Sc
 
 @by_scenario
 async def test_no_phase_regresses(tk: Takeover, scenario: Scenario) -> None:
-    """Each Process keeps the reference's phase, PID, identity (snake_case keys), attestation and generation."""
-    for fixture in kept(scenario):
+    """Each Process keeps the reference's phase, PID, identity (snake_case keys), attestation and generation
+    (one left in a phase it only passes through goes on: ``test_inconsistent_states_are_repaired``)."""
+    for fixture in staying(scenario):
         doc = await process(tk, scenario, fixture["metadata"]["name"])
         want, got = fixture["status"], doc["status"]
         assert (got["phase"], got.get("pid"), got["identity"]) == (want["phase"], want.get("pid"),
@@ -180,7 +197,7 @@ async def test_what_ours_rewrites_is_rewritten_once_with_an_event(tk: Takeover, 
     for e in tk.writes(scenario.namespace):
         if e.resource.startswith("processes"):
             writes[e.name].append(e.resource)
-    for fixture in kept(scenario):
+    for fixture in staying(scenario):
         name = fixture["metadata"]["name"]
         adoption = [e for e in await events_of(tk, scenario.namespace, name) if e["reason"] == "Adopted"]
         if suspended(fixture):
@@ -249,7 +266,8 @@ async def test_duplicate_sequence_numbers_are_kept_and_reported_on_the_later_pro
         if deleting(fixture):
             continue
         assert doc["status"].get("pid") == fixture["status"].get("pid")
-        assert doc["status"]["phase"] == fixture["status"]["phase"]
+        if fixture["status"]["phase"] not in PASSING:
+            assert doc["status"]["phase"] == fixture["status"]["phase"]
         if later:
             assert conditions.get("PidConflict", {}).get("status") == "True", dumps(doc["status"])
             assert len(warnings) == 1, warnings
@@ -273,7 +291,8 @@ async def test_the_finalizer_is_ours(tk: Takeover, scenario: Scenario) -> None:
 async def test_inconsistent_states_are_repaired(tk: Takeover, scenario: Scenario) -> None:
     """What the reference leaves half done, ours finishes, with the ``Adopted`` Event saying so: a deleted
     Process stuck in Exiting goes (its children with it); a Reaped Process keeps its status, PID and
-    attestation, and the children the reference left in place are deleted."""
+    attestation, and the children the reference left in place are deleted; a Process left in Execing by a
+    refused apply is applied and attested with its PID."""
     for fixture in scenario.processes:
         name = fixture["metadata"]["name"]
         children = scenario.children_of(fixture)
@@ -283,6 +302,22 @@ async def test_inconsistent_states_are_repaired(tk: Takeover, scenario: Scenario
             message = await wait_for(functools.partial(_adopted_message, tk, scenario.namespace, name),
                                      timeout=WAIT, what=f"the Adopted Event of {name}")
             assert f"phase {fixture['status']['phase']} → " in message, message
+        elif fixture["status"].get("phase") in PASSING:
+            message = await wait_for(functools.partial(_adopted_message, tk, scenario.namespace, name),
+                                     timeout=WAIT, what=f"the Adopted Event of {name}")
+            assert f"phase {fixture['status']['phase']} → " in message, message
+            doc = await wait_for(functools.partial(_attested_at, tk, scenario, name, 0), timeout=WAIT,
+                                 what=f"{name} attested")
+            assert (doc["status"]["pid"], doc["status"]["identity"]) == (fixture["status"]["pid"],
+                                                                         fixture["status"]["identity"])
+            refs = [(r["kind"], r["name"]) for r in doc["status"]["fluxResources"]]
+            assert refs, "its children are applied now"
+            for kind, child in refs:
+                now = await live(tk, kind, served_api_version(kind), child, scenario.namespace)
+                assert now is not None
+                assert [e["manager"] for e in now["metadata"]["managedFields"] if e["operation"] == "Apply"] == [
+                    "tatara-reconciler"]
+            continue
         elif fixture["status"].get("phase") == "Reaped":
             message = await wait_for(functools.partial(_adopted_message, tk, scenario.namespace, name),
                                      timeout=WAIT, what=f"the Adopted Event of {name}")

@@ -19,6 +19,7 @@ from shared.domain.api.codec import convert
 from shared.domain.api.process import Process
 from shared.kube.meta import as_json
 from tests.support.rust_state import scenarios
+from tests.unit.reconciler.test_phases import fake_render
 
 NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 
@@ -114,3 +115,17 @@ def test_the_later_of_two_holders_of_one_sequence_number_is_told_and_keeps_its_p
     quiet = decide(Observed(process=early, now=NOW, children=ready_children(first), sequence_holders=(late,)))
     assert "PidConflict" not in {c["type"] for c in status_sent(quiet)["conditions"]}
     assert [e.reason for e in quiet.events] == ["Adopted"]
+
+
+def test_a_process_left_in_execing_hours_ago_goes_on_with_a_deadline_from_the_takeover() -> None:
+    """The reference enforces no ``boundary.timeout`` and writes no deadline: counted from its ``phaseSince``
+    (hours before NOW), the default 15m would fail the Process on our first pass. It renders instead, and
+    the deadline written is NOW + 15m."""
+    doc = reference("d3-")
+    assert doc["status"]["phase"] == "Execing"
+    assert "deadline" not in doc["status"]["boundary"]
+    decision = decide(Observed(process=as_process(doc), now=NOW), fake_render())
+    sent = status_sent(decision)
+    assert sent["phase"] != "Failed", sent
+    assert sent["boundary"]["deadline"] == "2026-12-02T06:15:00Z"
+    assert "boundary.deadline" in decision.events[-1].message
