@@ -72,7 +72,10 @@ class Takeover:
 
     def ours(self) -> list[AuditEvent]:
         """Every request our reconciler made so far, from the audit log."""
-        events = parse_events(self.plane.audit_log.read_text().splitlines())
+        text = self.plane.audit_log.read_text()
+        lines = text.split("\n")
+        # the API server may be halfway through its last line: only whole lines are read
+        events = parse_events(lines if text.endswith("\n") else lines[:-1])
         return [e for e in events if e.user == RECONCILER_USER]
 
     def writes(self, namespace: str, resource: str | None = None) -> list[AuditEvent]:
