@@ -121,10 +121,7 @@ async def adopted(tk: Takeover) -> None:
         return True
 
     await wait_for(written, timeout=WAIT, what="our first status write on every Process")
-    count = sum(len(s.processes) for s in SCENARIOS)
-    start = tk.reconciles()
-    await wait_for(lambda: _true(tk.reconciles() >= start + 2 * count), timeout=WAIT,
-                   what="two more passes over every Process")
+    await _passes(tk, 2 * sum(len(s.processes) for s in SCENARIOS))
     await wait_for(lambda: _true(tk.manager.idle()), timeout=WAIT, what="an idle reconciler")
 
 
@@ -408,6 +405,27 @@ async def test_sighup_after_the_takeover_extends_the_references_chain(tk: Takeov
             assert appliers == [("tatara-reconciler", child["apiVersion"])], dumps(now["metadata"]["managedFields"])
     conflicts = [e for e in tk.writes(scenario.namespace) if e.code == 409 and not e.resource.endswith("/status")]
     assert conflicts == []
+    # no apply loop: at most one apply per child for the one render, and none more while the Processes are
+    # decided again (HEARTBEAT) after attesting
+    children = {(kind_resource(c["apiVersion"], c["kind"]).plural, c["metadata"]["name"])
+                for p in attested(scenario) if not suspended(p) for c in scenario.children_of(p)}
+    applies = _applies(tk, scenario.namespace, children)
+    assert all(n <= 1 for n in applies.values()), applies
+    await _passes(tk, 2 * sum(len(s.processes) for s in SCENARIOS))
+    assert _applies(tk, scenario.namespace, children) == applies
+
+
+def _applies(tk: Takeover, namespace: str, children: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    counts = dict.fromkeys(children, 0)
+    for e in tk.writes(namespace):
+        if e.verb == "patch" and (e.resource, e.name) in counts:
+            counts[(e.resource, e.name)] += 1
+    return counts
+
+
+async def _passes(tk: Takeover, count: int) -> None:
+    start = tk.reconciles()
+    await wait_for(lambda: _true(tk.reconciles() >= start + count), timeout=WAIT, what=f"{count} more passes")
 
 
 async def _attested_at(tk: Takeover, scenario: Scenario, name: str, generation: int) -> Json | None:
