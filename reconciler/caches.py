@@ -30,6 +30,7 @@ __all__ = [
     "DEPENDS_ON",
     "OWNER_UID",
     "OWN_PID",
+    "OWN_SEQUENCE",
     "PARENT_PID",
     "STABLE_HOST",
     "CacheView",
@@ -46,6 +47,7 @@ __all__ = [
     "dependency_refs",
     "leaves_slot",
     "own_pid",
+    "own_sequence",
     "parent_pid",
     "route_gone",
     "stable_hosts",
@@ -59,6 +61,10 @@ PARENT_PID = "parent-pid"
 
 OWN_PID = "pid"
 """Index of Processes by their own ``status.pid``."""
+
+OWN_SEQUENCE = "sequence"
+"""Index of Processes by the sequence number of their own ``status.pid`` (its last segment): two entries
+under one key are the reference's duplicates (docs/migration.md#duplicate-pids)."""
 
 CLAIM_KEY = "claim-key"
 """Index of Processes by each claims key (``<cluster>/<app>``) they bid for."""
@@ -148,6 +154,13 @@ def dependency_refs(process: Process) -> list[str]:
 def own_pid(process: Process) -> list[str]:
     pid = process.status.pid if process.status else None
     return [pid] if pid else []
+
+
+def own_sequence(process: Process) -> list[str]:
+    """The sequence number of ``process``'s own PID (``family.3.4`` → ``4``), none without a numeric one."""
+    pid = process.status.pid if process.status else None
+    last = pid.rpartition(".")[2] if pid else ""
+    return [last] if last.isdigit() else []
 
 
 def parent_pid(process: Process) -> list[str]:

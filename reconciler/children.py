@@ -24,6 +24,7 @@ __all__ = [
     "child_ref",
     "child_state",
     "is_flux_resource",
+    "served_api_version",
 ]
 
 Document = Mapping[str, object]
@@ -76,6 +77,16 @@ def child_ref(doc: Document) -> ChildRef:
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name", "")),
     )
+
+
+_SERVED: Final = {(r.group, r.kind): r.api_version for r in FLUX_KINDS}
+
+
+def served_api_version(api_version: str, kind: str) -> str:
+    """The apiVersion we render and cache a Flux ``kind`` at, for a ref written at another version of its
+    group (the reference's ``source.toolkit.fluxcd.io/v1beta2`` OCIRepository is our ``…/v1`` one: the API
+    server serves one object at every version of its CRD); any other ref as it is (docs/migration.md)."""
+    return _SERVED.get((api_version.rpartition("/")[0], kind), api_version)
 
 
 def is_flux_resource(ref: ChildRef) -> bool:

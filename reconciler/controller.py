@@ -50,6 +50,7 @@ from reconciler.caches import (
     CONCURRENCY,
     DEPENDS_ON,
     OWN_PID,
+    OWN_SEQUENCE,
     OWNER_UID,
     PARENT_PID,
     STABLE_HOST,
@@ -67,6 +68,7 @@ from reconciler.caches import (
     dependency_refs,
     leaves_slot,
     own_pid,
+    own_sequence,
     parent_pid,
     route_gone,
     stable_hosts,
@@ -164,6 +166,7 @@ class ProcessReconciler:
                                                           clock=monotonic)
         # A child Process's change (e.g. reaching Reaped) requeues its parent, found by PID.
         processes.add_indexer(OWN_PID, own_pid)
+        processes.add_indexer(OWN_SEQUENCE, own_sequence)
         self.controller.watches(processes, self._parents_of)
         # A Process's change (e.g. getting its PID) requeues the Processes still waiting for a PID under
         # it: a ParentNotFound stall ends when the parent appears (docs/behaviour.md#dependencies).
@@ -350,6 +353,9 @@ class ProcessReconciler:
             claims=self.claims(), routes=RouteView(self.routes), heartbeat_seconds=self.heartbeat_seconds,
             export_jobs=export_jobs,
             siblings=self._siblings(process),
+            sequence_holders=tuple(other for seq in own_sequence(process)
+                                   for other in self.processes.by_index(OWN_SEQUENCE, seq)
+                                   if other.metadata.uid != process.metadata.uid),
         )
         if self.prefetch is not None:
             prometheus, referenced = await self.prefetch.boundary_inputs(process, children.keys())

@@ -60,6 +60,8 @@ class Observed:
         cel: the results of the phase's ``Cel`` expressions, evaluated beforehand in a bounded worker
             (:class:`reconciler.cel_runner.CelRunner`), by expression text; None: evaluate in place
             (pure callers and tests; docs/behaviour.md#cel-conditions).
+        sequence_holders: the other cached Processes whose own PID ends in this one's sequence number: the
+            Rust reference's duplicates, which we report and never renumber (docs/migration.md#duplicate-pids).
     """
 
     process: Process
@@ -77,6 +79,7 @@ class Observed:
     export_job_warnings: Mapping[int, JobWaiting] = field(default_factory=dict)
     siblings: tuple[Sibling, ...] = ()
     cel: Mapping[str, CelResult] | None = None
+    sequence_holders: tuple[Process, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,11 @@ class Reason(ReasonSet):
     PHASE_FAILED = "PhaseFailed", _N, "the phase changed to Failed"
     PHASE_ZOMBIE = "PhaseZombie", _N, "the phase changed to Zombie"
     PHASE_REAPED = "PhaseReaped", _N, "the phase changed to Reaped"
+    ADOPTED = "Adopted", _N, (
+        "a status another controller wrote (no `observedGeneration`: the Rust reference's) rewritten once, "
+        "the message names what")
+    DUPLICATE_PID = "DuplicatePid", _C | _W, (
+        "`PidConflict` True: an earlier Process holds the same sequence number (the reference's duplicates)")
     TABLE_COUNTED = "Counted", _C, "ProcessTable `Ready` True: the writer keeps its counts"
     TABLE_DELETING = "Deleting", _C, "ProcessTable `Reconciling` True: deleted while Processes still hold PIDs"
     PROCESS_TABLE_RECREATED = "ProcessTableRecreated", _W, "the ProcessTable was missing and is created again"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from reconciler.adoption import with_adoption, with_takeover_deadline
 from reconciler.decision import Decision, Observed
+from reconciler.duplicates import with_pid_conflict
 from reconciler.phases.common import Deps
 from reconciler.phases.execing import decide_execing
 from reconciler.phases.exiting import decide_exiting, decide_failed, decide_reaped, decide_zombie
@@ -64,6 +66,11 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     4. the phase handler, its decision completed by :func:`reconciler.routing.with_routing` and
        :func:`reconciler.status.with_fresh_status`.
 
+    A decision of 1, 2 or 4 on a status another controller wrote (the Rust reference's) is completed by
+    :func:`reconciler.adoption.with_adoption`: written once as ours, with an Event saying what changed. A
+    handler's decision on a Process holding a sequence number an earlier one holds too (the reference's
+    duplicates) also says so (:func:`reconciler.duplicates.with_pid_conflict`).
+
     A phase change of 1 or 2 is completed by :func:`reconciler.routing.with_routing` too, so a holder
     leaving Running or Attested by deletion or a signal gives its stable names up in that step.
 
@@ -71,20 +78,22 @@ def decide(observed: Observed, deps: Deps | None = None) -> Decision:
     ``IllegalTransition`` is recorded and the Process is retried after HEARTBEAT.
     """
     deps = deps or Deps()
+    observed = with_takeover_deadline(observed)
     process = observed.process
     phase = process.phase
     deleting = process.metadata.deletion_timestamp is not None
     try:
         if deleting and phase.is_alive and phase is not _P.EXITING:
-            return _leaves(observed, deps, phase_write(
+            return with_adoption(observed, _leaves(observed, deps, phase_write(
                 observed, _P.EXITING, "deletion requested", reason=Reason.DELETION_REQUESTED, requeue_after=TICK
-            ))
+            )))
         found = ingest(process.metadata.annotations)
         if found is not None:
-            return _leaves(observed, deps, decide_signal(observed, found.raw, found.signal))
+            return with_adoption(observed, _leaves(observed, deps, decide_signal(observed, found.raw, found.signal)))
         if process.spec.suspended and phase.is_alive and not deleting:
             return Decision(requeue_after=observed.heartbeat_seconds)
-        return with_fresh_status(observed, _routed(observed, deps, HANDLERS[phase](observed, deps)))
+        decision = with_fresh_status(observed, _routed(observed, deps, HANDLERS[phase](observed, deps)))
+        return with_pid_conflict(observed, with_adoption(observed, decision))
     except IllegalTransition as err:
         return Decision(
             events=(Event.warning(Reason.ILLEGAL_TRANSITION, str(err)),),

@@ -10,7 +10,7 @@ from msgspec import UNSET
 
 from reconciler import lifetime_clock
 from reconciler.attestation import attest_process
-from reconciler.children import ChildRef
+from reconciler.children import ChildRef, served_api_version
 from reconciler.decision import Decision, Observed
 from reconciler.phases.checks import cel_events, cel_type_stall, rows_differ
 from reconciler.phases.common import (
@@ -62,6 +62,10 @@ def spec_changed(observed: Observed) -> Decision | None:
 def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, ChildRef | None]:
     """(refs with fresh ready/message, any changed, first stalled child) from the child cache.
 
+    A ref written at another version of its kind (the reference's ``v1beta2`` OCIRepository) is looked up
+    at the version we cache it at, and kept as written: the stored attestation's ``artifactHash`` is over
+    the refs' apiVersions (docs/migration.md#v1beta2-refs); the next render writes refs of its own.
+
     ``lastCheck`` moves only when a ref's readiness or message changes (no write while waiting).
     """
     status = observed.process.status
@@ -70,7 +74,8 @@ def _observe_refs(observed: Observed) -> tuple[list[FluxResourceRef], bool, Chil
     changed = False
     stalled: ChildRef | None = None
     for ref in refs:
-        key = ChildRef(ref.api_version, ref.kind, ref.namespace, ref.name)
+        served = served_api_version(ref.api_version, ref.kind)
+        key = ChildRef(served, ref.kind, ref.namespace, ref.name)
         state = observed.children.get(key)
         message: str | None
         if state is None:

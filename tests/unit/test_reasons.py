@@ -154,7 +154,8 @@ PROCESS_WIRE = {
     "RoutingDrift", "SignalReceived", "SignalIgnored", "InvalidSignal", "SignalHup", "SignalTerm",
     "SignalKill", "SignalUsr1", "SignalUsr2", "IllegalTransition", "PhaseForking", "PhaseExecing",
     "PhaseRunning", "PhaseAttested", "PhaseReconverging", "PhaseReleasing", "PhaseExiting", "PhaseFailed",
-    "PhaseZombie", "PhaseReaped", "Counted", "Deleting", "ProcessTableRecreated", "ProcessTableInUse",
+    "PhaseZombie", "PhaseReaped", "Adopted", "DuplicatePid", "Counted", "Deleting", "ProcessTableRecreated",
+    "ProcessTableInUse",
 }
 POOL_WIRE = {
     "MembersCreated", "InvalidTemplate", "MembersDeleted", "Paused", "MaxSizeReached", "Draining",

@@ -42,10 +42,11 @@ FIN = "tatara.pleme.io/process-finalizer"
 
 def process(phase: str, rv: str, **status: Any) -> Process:
     return convert({
-        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": rv, "finalizers": [FIN]},
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "resourceVersion": rv, "finalizers": [FIN],
+                     "generation": 1},
         "spec": {"classification": {"pointType": "Gate", "substrate": "Compute"},
                  "intent": {"flux": {"gitRepository": "repo", "path": "./app"}}},
-        "status": {"phase": phase, "phaseSince": "2025-06-01T11:59:00Z", **status},
+        "status": {"phase": phase, "phaseSince": "2025-06-01T11:59:00Z", "observedGeneration": 1, **status},
     }, Process)
 
 

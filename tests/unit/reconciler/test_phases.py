@@ -63,7 +63,12 @@ def make(
         },
     }
     if phase is not None:
-        body["status"] = {"phase": phase, "phaseSince": "2025-06-01T11:59:00Z", **status}
+        # as our own writes leave it (observedGeneration with every phase write); a status another controller
+        # wrote (the reference's, docs/migration.md) passes ``observedGeneration=None``
+        body["status"] = {"phase": phase, "phaseSince": "2025-06-01T11:59:00Z",
+                          "observedGeneration": body["metadata"]["generation"], **status}
+        if body["status"]["observedGeneration"] is None:
+            del body["status"]["observedGeneration"]
     return convert(body, Process)
 
 

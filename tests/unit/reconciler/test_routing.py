@@ -65,7 +65,7 @@ def process(phase: str = "Attested", *, hostnames: list[dict[str, Any]] | None =
             "routing": {"hostnames": hostnames or [{"app": "api", "instance": "x"}],
                         "backend": {"service": "s", "port": 80}, "stableNameClaim": claim},
         },
-        "status": {"phase": phase, "phaseSince": "2025-06-01T11:59:00Z", "pid": "me.1",
+        "status": {"phase": phase, "phaseSince": "2025-06-01T11:59:00Z", "pid": "me.1", "observedGeneration": 2,
                    "conditions": conditions or []},
     }, Process)
 
