@@ -35,13 +35,15 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import cel
 import msgspec
 
 from shared.domain.api.codec import to_wire
 from shared.domain.api.process import Process
+
+if TYPE_CHECKING:
+    import cel
 
 __all__ = [
     "ERROR_PREFIXES",
@@ -204,6 +206,10 @@ def _macro_before(source: str, paren: int) -> bool:
 def compile_expression(source: str) -> cel.Program:
     """The bounded, compiled program of ``source`` (cached by text). Raises :class:`CelError`."""
     check_bounds(source)
+    # imported on the first compile, not with the module: the package's __init__ loads its command-line
+    # interface too (prompt_toolkit, typer), a tenth of a second of every start (docs/runtime.md#start)
+    import cel
+
     try:
         return cel.compile(source)
     except Exception as err:  # the binding raises ValueError; anything else is still a compile failure
