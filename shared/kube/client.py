@@ -10,6 +10,7 @@ with msgspec into our Structs (docs/runtime.md#client). Failures raise the typed
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -131,8 +132,8 @@ class KubeClient:
     """Raw-bytes access to the API server over one shared HTTP session.
 
     Build with :meth:`from_kubeconfig`, :meth:`in_cluster` or :meth:`connect`; ``await
-    close()`` when done (or ``async with``). The session is opened on the first request (aiohttp wants a
-    running event loop).
+    close()`` when done (or ``async with``). The session is opened with the client, or on the first
+    request when the client is built outside an event loop (aiohttp wants a running one).
 
     Args:
         config: the server and credentials (:mod:`shared.kube.kubeconfig`).
@@ -154,6 +155,12 @@ class KubeClient:
         self._ssl = config.ssl_context() if self.host.startswith("https:") else None
         self._server_hostname = config.tls_server_name
         self._session_: aiohttp.ClientSession | None = None
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # built outside an event loop: the session opens on the first request
+        else:
+            self._session_ = self._open_session()
 
     # -- construction -------------------------------------------------------------------
 
@@ -203,15 +210,18 @@ class KubeClient:
 
     # -- the one request path ------------------------------------------------------------
 
+    def _open_session(self) -> aiohttp.ClientSession:
+        # trust_env off: with it, aiohttp looks the proxy and ~/.netrc up again on every request, each
+        # time in a worker thread, a third of the runtime's CPU at the API server's limit
+        # (docs/runtime.md#client); the proxy is resolved once in __init__ (client-go reads no netrc).
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=CONNECTION_LIMIT, ssl=self._ssl if self._ssl else True),
+            trust_env=False, read_bufsize=READ_BUFFER)
+
     @property
     def _session(self) -> aiohttp.ClientSession:
         if self._session_ is None:
-            # trust_env off: with it, aiohttp looks the proxy and ~/.netrc up again on every request, each
-            # time in a worker thread, a third of the runtime's CPU at the API server's limit
-            # (docs/runtime.md#client); the proxy is resolved once in __init__ (client-go reads no netrc).
-            self._session_ = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=CONNECTION_LIMIT, ssl=self._ssl if self._ssl else True),
-                trust_env=False, read_bufsize=READ_BUFFER)
+            self._session_ = self._open_session()
         return self._session_
 
     async def _headers(self, content_type: str | None, accept: str) -> dict[str, str]:
@@ -351,6 +361,7 @@ class KubeClient:
         inactivity_timeout: float,
         label_selector: str | None = None,
         allow_bookmarks: bool = True,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[WatchEvent]:
         """Stream watch events from ``resource_version`` until the server ends the watch.
 
@@ -358,6 +369,10 @@ class KubeClient:
             timeout_seconds: the server-side watch timeout (the server closes the stream then).
             inactivity_timeout: seconds without any byte (events or bookmarks) after which the
                 stream is treated as stalled.
+            send_initial_events: a watch-list (streaming list, KEP-3157): the state at
+                ``resource_version`` or later (``resourceVersionMatch=NotOlderThan``; ``""``: the current
+                state, a consistent read) as ADDED events first, ended by a BOOKMARK annotated
+                ``k8s.io/initial-events-end: "true"``, then the watch goes on.
 
         Raises:
             WatchStalled: no byte arrived for ``inactivity_timeout`` seconds.
@@ -365,6 +380,8 @@ class KubeClient:
         """
         query = {"watch": True, "resourceVersion": resource_version, "allowWatchBookmarks": allow_bookmarks,
                  "timeoutSeconds": timeout_seconds, "labelSelector": label_selector}
+        if send_initial_events:
+            query |= {"sendInitialEvents": True, "resourceVersionMatch": "NotOlderThan"}
         headers = await self._headers(None, JSON)
         client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=inactivity_timeout)
         try:
