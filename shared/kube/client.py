@@ -394,21 +394,37 @@ class KubeClient:
                     if resp.status == 401:
                         self._unauthorized()
                     raise api_error(resp.status, await resp.read())
+                # one event per line; the lines are cut from whatever the socket gave (readline is per line
+                # and costs more than decoding a small event: the watch-list's initial state is many of them)
+                pending = bytearray()
                 while True:
-                    line = await resp.content.readline(max_line_length=MAX_WATCH_EVENT_BYTES)
-                    if not line:
+                    chunk = await resp.content.readany()
+                    if not chunk:
+                        if pending.strip():
+                            yield _watch_event(bytes(pending))
                         return
-                    if line.strip():
-                        try:
-                            event = _event_decoder.decode(line)
-                        except msgspec.DecodeError as err:
-                            raise WatchBroken(0, "WatchBroken", f"undecodable watch event: {err}") from err
-                        yield event
+                    pending += chunk
+                    start = 0
+                    while (end := pending.find(b"\n", start)) >= 0:
+                        line = bytes(pending[start:end])
+                        start = end + 1
+                        if line.strip():
+                            yield _watch_event(line)
+                    del pending[:start]
+                    if len(pending) > MAX_WATCH_EVENT_BYTES:
+                        raise WatchBroken(0, "LineTooLong", f"a watch event over {MAX_WATCH_EVENT_BYTES} bytes")
         except (TimeoutError, aiohttp.ServerTimeoutError) as err:
             raise WatchStalled(0, "WatchStalled", f"no data for {inactivity_timeout} s") from err
         except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, ValueError) as err:
-            # ValueError covers aiohttp's LineTooLong on an event larger than MAX_WATCH_EVENT_BYTES
+            # ValueError: aiohttp refusing a malformed response body
             raise WatchBroken(0, type(err).__name__, f"watch {resource.path(namespace)}: {err}") from err
+
+
+def _watch_event(line: bytes) -> WatchEvent:
+    try:
+        return _event_decoder.decode(line)
+    except msgspec.DecodeError as err:
+        raise WatchBroken(0, "WatchBroken", f"undecodable watch event: {err}") from err
 
 
 class WatchStalled(ApiError):
