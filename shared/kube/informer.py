@@ -25,7 +25,9 @@ Behaviour (docs/runtime.md#informer, after client-go's reflector):
 - errors → exponential backoff with jitter (0.8 s → 30 s, ×2; client-go's reflector),
   reset after a healthy watch; a 401 re-reads credentials (the client does it);
 - ``managedFields`` never reach the cache: objects are decoded into Structs that do not
-  declare it;
+  declare it; the ``transform`` (client-go's ``SetTransform``; default :func:`strip_last_applied`) then
+  drops what a Struct does declare but the controllers never read: kubectl's last-applied annotation, a
+  copy of the whole object;
 - the cache is a :class:`~shared.kube.store.Store` (:attr:`Informer.store`, with its indices and
   handlers); the informer is the watcher and reflector that fill it, as kube-rs splits them. Its read
   methods (``get``, ``objects``, ``by_index``...) are the store's; :attr:`has_synced` is its own.
@@ -54,6 +56,7 @@ from shared.kube.store import Handler, Store, WatchEventType, object_key
 
 __all__ = [
     "BACKOFF_RESET_AFTER",
+    "LAST_APPLIED",
     "MIN_WATCH_TIMEOUT",
     "WATCH_BACKOFF",
     "WATCH_DEADLINE_GRACE",
@@ -61,6 +64,7 @@ __all__ = [
     "InformerStats",
     "WatchEventType",
     "object_key",
+    "strip_last_applied",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,23 @@ a resource that has no objects.)"""
 
 
 T = TypeVar("T", bound=KubeObject)
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""The annotation ``kubectl apply`` keeps the applied object in (a JSON copy of it)."""
+
+
+def strip_last_applied(obj: T) -> T:
+    """``obj`` without the :data:`LAST_APPLIED` annotation (the same object when it has none, or is not a
+    Struct whose ``metadata`` is one): the informer's default transform."""
+    meta = obj.metadata
+    annotations = getattr(meta, "annotations", None)
+    if not annotations or LAST_APPLIED not in annotations:
+        return obj
+    if not isinstance(obj, msgspec.Struct) or not isinstance(meta, msgspec.Struct):
+        return obj
+    kept = {key: value for key, value in annotations.items() if key != LAST_APPLIED}
+    stripped: T = msgspec.structs.replace(obj, metadata=msgspec.structs.replace(meta, annotations=kept))
+    return stripped
 
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
@@ -134,6 +155,8 @@ class Informer(Generic[T]):
         backoff: error backoff policy.
         watch_list: start (and resync) with a watch-list when the server serves one; False: always the
             paginated LIST.
+        transform: applied to every decoded object before it is cached (client-go's ``SetTransform``);
+            default :func:`strip_last_applied`; None: cache objects as decoded.
         decoder: decodes one object's JSON instead of ``msgspec.json.Decoder(decode_type).decode``
             (e.g. with a domain's own number semantics); raises a ``ValueError`` (msgspec's decode
             errors are ones) or ``RecursionError`` for an object it refuses, which is then skipped.
@@ -154,6 +177,7 @@ class Informer(Generic[T]):
         rng: random.Random | None = None,
         decoder: Callable[[bytes], T] | None = None,
         watch_list: bool = True,
+        transform: Callable[[T], T] | None = strip_last_applied,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -166,6 +190,7 @@ class Informer(Generic[T]):
         self._failures = 0
         self._rng = rng or random.Random()
         self._decode_object: Callable[[bytes], T] = decoder or msgspec.json.Decoder(decode_type).decode
+        self._transform = transform
         self._bookmark_decoder = msgspec.json.Decoder(_Bookmark)
         self.store: Store[T] = Store(resource.plural)
         """The cache this informer fills (and its indices and handlers)."""
@@ -402,10 +427,11 @@ class Informer(Generic[T]):
         ``ValueError`` (msgspec's errors are ones); a ``RecursionError`` (a document nested deeper than
         the interpreter's stack, which the API server accepts) counts as one too."""
         try:
-            return self._decode_object(raw)
+            obj = self._decode_object(raw)
         except (ValueError, RecursionError) as err:
             self.stats.decode_errors += 1
             log.warning("%s: skipping an object that does not decode: %s", self.resource.plural, err)
             if self.on_decode_error is not None:
                 self.on_decode_error(bytes(raw), err)
             return None
+        return self._transform(obj) if self._transform is not None else obj
