@@ -264,6 +264,10 @@ def run_bounded(source: str, variables: Mapping[str, Any], cpu_seconds: float = 
     Python-level timeout can interrupt.
     """
     global _memory_capped
+    # the binding is imported on the first compile (compile_expression); in a fresh worker that import would
+    # run under the limits below and spend the budget (a tenth of a second of CPU, its libraries mapped)
+    import cel  # noqa: F401
+
     if not _memory_capped:
         with open("/proc/self/statm") as statm:
             size = int(statm.read().split()[0]) * resource.getpagesize()

@@ -57,3 +57,13 @@ def test_cel_is_imported_by_the_first_compile() -> None:
     loaded = loaded_after("from reconciler.cel import compile_expression\n"
                           "assert compile_expression('1 + 1 == 2') is not None")
     assert packages(loaded, ("cel",)) == ["cel"]
+
+
+def test_a_cel_worker_loads_the_binding_before_its_cost_limits() -> None:
+    # a fresh interpreter is what a CEL worker process is (reconciler/cel_runner.py); a CPU budget far below
+    # the binding's import cost and far above a trivial evaluation's: the worker survives only if the
+    # import ran before the budget was armed (SIGPROF would end it otherwise)
+    out = subprocess.run([sys.executable, "-c", "from reconciler.cel import run_bounded\n"
+                          "print(run_bounded('1 + 1 == 2', {}, cpu_seconds=0.02).value)"],
+                         cwd=ROOT, capture_output=True, text=True, check=False)
+    assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr[-2000:]
