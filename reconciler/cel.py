@@ -35,13 +35,15 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import cel
 import msgspec
 
 from shared.domain.api.codec import to_wire
 from shared.domain.api.process import Process
+
+if TYPE_CHECKING:
+    import cel
 
 __all__ = [
     "ERROR_PREFIXES",
@@ -204,6 +206,10 @@ def _macro_before(source: str, paren: int) -> bool:
 def compile_expression(source: str) -> cel.Program:
     """The bounded, compiled program of ``source`` (cached by text). Raises :class:`CelError`."""
     check_bounds(source)
+    # imported on the first compile, not with the module: the package's __init__ loads its command-line
+    # interface too (prompt_toolkit, typer), a tenth of a second of every start (docs/runtime.md#start)
+    import cel
+
     try:
         return cel.compile(source)
     except Exception as err:  # the binding raises ValueError; anything else is still a compile failure
@@ -258,6 +264,10 @@ def run_bounded(source: str, variables: Mapping[str, Any], cpu_seconds: float = 
     Python-level timeout can interrupt.
     """
     global _memory_capped
+    # the binding is imported on the first compile (compile_expression); in a fresh worker that import would
+    # run under the limits below and spend the budget (a tenth of a second of CPU, its libraries mapped)
+    import cel  # noqa: F401
+
     if not _memory_capped:
         with open("/proc/self/statm") as statm:
             size = int(statm.read().split()[0]) * resource.getpagesize()

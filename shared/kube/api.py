@@ -28,7 +28,9 @@ class KubeApi(Protocol):
     - :meth:`create` (POST), :meth:`replace` (PUT, guarded by the body's ``metadata.resourceVersion``),
       :meth:`merge_patch` (RFC 7386), :meth:`apply` (server-side apply as ``field_manager``),
       :meth:`delete` (with uid / resourceVersion preconditions).
-    - :meth:`watch`: the events after ``resource_version`` until the server ends the stream.
+    - :meth:`watch`: the events after ``resource_version`` until the server ends the stream; with
+      ``send_initial_events`` a watch-list: the state first, as ADDED events ended by the
+      ``k8s.io/initial-events-end`` BOOKMARK.
 
     Raises (every verb): :class:`~shared.kube.errors.ApiError` subclasses — NotFound (404), Conflict (409, a
     stale resourceVersion or precondition), AlreadyExists (409 on create), Invalid (422), ...
@@ -86,6 +88,7 @@ class KubeApi(Protocol):
         inactivity_timeout: float,
         label_selector: str | None = None,
         allow_bookmarks: bool = True,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[WatchEvent]: ...
 
 

@@ -1,8 +1,8 @@
 """The Kubernetes API client both binaries share.
 
-kubernetes-asyncio supplies configuration and authentication only (kubeconfig,
-in-cluster service-account token re-read every minute and after a 401, exec plugins, client certs);
-requests go through its one aiohttp session, with an explicit timeout and explicit
+:mod:`shared.kube.kubeconfig` supplies the server and the credentials (kubeconfig, in-cluster
+service-account token re-read every minute and after a 401, exec plugins, client certs);
+requests go through one aiohttp session, with an explicit timeout and explicit
 ``Content-Type``/``Accept`` on every call, and bodies stay raw bytes that callers decode
 with msgspec into our Structs (docs/runtime.md#client). Failures raise the typed errors of
 :mod:`shared.kube.errors`.
@@ -10,11 +10,11 @@ with msgspec into our Structs (docs/runtime.md#client). Failures raise the typed
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
@@ -23,16 +23,16 @@ import aiohttp
 import aiohttp.http_exceptions
 import msgspec
 from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config.incluster_config import (
-    SERVICE_CERT_FILENAME,
-    SERVICE_TOKEN_FILENAME,
-    InClusterConfigLoader,
-)
 from yarl import URL
 
 from shared.kube.errors import ApiError, Unauthorized, api_error
+from shared.kube.kubeconfig import (
+    SERVICE_CERT_FILENAME,
+    SERVICE_TOKEN_FILENAME,
+    KubeConfig,
+    load_incluster,
+    load_kubeconfig,
+)
 
 T = TypeVar("T")
 
@@ -44,6 +44,13 @@ MERGE_PATCH = "application/merge-patch+json"
 MAX_WATCH_EVENT_BYTES = 16 << 20
 """Largest watch event line accepted (16 MiB; etcd's default request limit is 1.5 MiB, so any
 object the API server stores fits). aiohttp's default of 512 KiB is too small for large objects."""
+
+CONNECTION_LIMIT = 100
+"""Connections open to the API server at once (aiohttp's and kubernetes-asyncio's default)."""
+
+READ_BUFFER = 2 << 20
+"""aiohttp's read buffer (2 MiB, etcd's request limit of 1.5 MiB rounded up): large watch events stream
+without the buffer growing line by line."""
 
 APPLY_PATCH = "application/apply-patch+yaml"
 """Server-side apply; a JSON document is valid YAML, so the body stays JSON."""
@@ -125,32 +132,35 @@ class KubeClient:
     """Raw-bytes access to the API server over one shared HTTP session.
 
     Build with :meth:`from_kubeconfig`, :meth:`in_cluster` or :meth:`connect`; ``await
-    close()`` when done (or ``async with``).
+    close()`` when done (or ``async with``). The session is opened with the client, or on the first
+    request when the client is built outside an event loop (aiohttp wants a running one).
 
     Args:
-        api: a kubernetes-asyncio ``ApiClient`` whose configuration is loaded.
+        config: the server and credentials (:mod:`shared.kube.kubeconfig`).
         timeout: default seconds per request (:data:`DEFAULT_TIMEOUT`).
         user_agent: sent as ``User-Agent`` (default: the program name, as client-go does).
     """
 
-    def __init__(self, api: ApiClient, *, timeout: float = DEFAULT_TIMEOUT, user_agent: str | None = None,
-                 on_unauthorized: Callable[[], None] | None = None) -> None:
-        self._api = api
-        self._config: Configuration = api.configuration
+    def __init__(self, config: KubeConfig, *, timeout: float = DEFAULT_TIMEOUT,
+                 user_agent: str | None = None) -> None:
+        self.config = config
         self.timeout = timeout
         self.user_agent = user_agent or (os.path.basename(sys.argv[0]) or "python")
-        self.host = str(self._config.host).rstrip("/")
+        self.host = config.server.rstrip("/")
         self.hostname = urlsplit(self.host).netloc
         self.on_response: list[Any] = []
         """Callbacks ``(method, code, host)`` run after each response (e.g. rest_client_requests_total)."""
-        self._on_unauthorized = on_unauthorized
-        """Called on a 401: makes the next request read its credentials afresh (in-cluster: the token file)."""
-        self.proxy, self._proxy_auth = proxy_for(self.host, self._config.proxy)
+        self.proxy, self._proxy_auth = proxy_for(self.host, config.proxy_url)
         """The proxy every request goes through (None: direct), resolved once here."""
-        # With trust_env, aiohttp looks the proxy and ~/.netrc up again on every request, each time in a
-        # worker thread: a third of the runtime's CPU at the API server's limit (docs/runtime.md#client).
-        # The proxy is resolved once above instead (client-go reads no netrc either).
-        self._session._trust_env = False
+        self._ssl = config.ssl_context() if self.host.startswith("https:") else None
+        self._server_hostname = config.tls_server_name
+        self._session_: aiohttp.ClientSession | None = None
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # built outside an event loop: the session opens on the first request
+        else:
+            self._session_ = self._open_session()
 
     # -- construction -------------------------------------------------------------------
 
@@ -158,11 +168,12 @@ class KubeClient:
     async def from_kubeconfig(
         cls, path: str | os.PathLike[str] | None = None, context: str | None = None, **kwargs: Any
     ) -> KubeClient:
-        """A client for ``path`` (default ``$KUBECONFIG`` or ``~/.kube/config``)."""
-        configuration = Configuration()
-        await kube_config.load_kube_config(
-            config_file=str(path) if path else None, context=context, client_configuration=configuration)
-        return cls(ApiClient(configuration), **kwargs)
+        """A client for ``path`` (default ``$KUBECONFIG`` or ``~/.kube/config``).
+
+        Raises:
+            shared.kube.kubeconfig.ConfigError: no usable kubeconfig or context.
+        """
+        return cls(load_kubeconfig(path, context), **kwargs)
 
     @classmethod
     def in_cluster(cls, *, token_file: str = SERVICE_TOKEN_FILENAME, ca_file: str = SERVICE_CERT_FILENAME,
@@ -175,16 +186,9 @@ class KubeClient:
         valid costs one refused request, not a minute of them (docs/runtime.md#client).
 
         Raises:
-            kubernetes_asyncio.config.ConfigException: not in a pod (no service host, no token file).
+            shared.kube.kubeconfig.ConfigError: not in a pod (no service host, no token file).
         """
-        configuration = Configuration()
-        loader = InClusterConfigLoader(token_filename=token_file, cert_filename=ca_file, try_refresh_token=True,
-                                       environ=dict(environ) if environ is not None else os.environ)
-        loader.load_and_set(configuration)
-        def expire() -> None:
-            loader.token_expires_at = datetime.min  # the loader's refresh hook re-reads when this has passed
-
-        return cls(ApiClient(configuration), on_unauthorized=expire, **kwargs)
+        return cls(load_incluster(token_file=token_file, ca_file=ca_file, environ=environ), **kwargs)
 
     @classmethod
     async def connect(cls, kubeconfig: str | os.PathLike[str] | None = None, **kwargs: Any) -> KubeClient:
@@ -194,7 +198,9 @@ class KubeClient:
         return await cls.from_kubeconfig(Path(kubeconfig) if kubeconfig else None, **kwargs)
 
     async def close(self) -> None:
-        await self._api.close()
+        if self._session_ is not None:
+            await self._session_.close()
+            self._session_ = None
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -204,17 +210,27 @@ class KubeClient:
 
     # -- the one request path ------------------------------------------------------------
 
+    def _open_session(self) -> aiohttp.ClientSession:
+        # trust_env off: with it, aiohttp looks the proxy and ~/.netrc up again on every request, each
+        # time in a worker thread, a third of the runtime's CPU at the API server's limit
+        # (docs/runtime.md#client); the proxy is resolved once in __init__ (client-go reads no netrc).
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=CONNECTION_LIMIT, ssl=self._ssl if self._ssl else True),
+            trust_env=False, read_bufsize=READ_BUFFER)
+
     @property
     def _session(self) -> aiohttp.ClientSession:
-        session: aiohttp.ClientSession = self._api.rest_client.pool_manager
-        return session
+        if self._session_ is None:
+            self._session_ = self._open_session()
+        return self._session_
 
     async def _headers(self, content_type: str | None, accept: str) -> dict[str, str]:
         headers = {"Accept": accept, "User-Agent": self.user_agent}
         if content_type:
             headers["Content-Type"] = content_type
-        for setting in (await self._config.auth_settings()).values():
-            headers[setting["key"]] = setting["value"]
+        authorization = self.config.credentials.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
         return headers
 
     def _url(self, path: str, query: Mapping[str, Any] | None) -> str:
@@ -252,7 +268,7 @@ class KubeClient:
             try:
                 async with self._session.request(
                     method, self._url(path, query), data=body, headers=headers, timeout=client_timeout,
-                    proxy=self.proxy, proxy_auth=self._proxy_auth,
+                    proxy=self.proxy, proxy_auth=self._proxy_auth, server_hostname=self._server_hostname,
                 ) as resp:
                     data = await resp.read()
                     self._observe(method, resp.status)
@@ -271,8 +287,7 @@ class KubeClient:
         raise AssertionError("unreachable")
 
     def _unauthorized(self) -> None:
-        if self._on_unauthorized is not None:
-            self._on_unauthorized()
+        self.config.credentials.expire()
 
     def _observe(self, method: str, code: int) -> None:
         for callback in self.on_response:
@@ -346,6 +361,7 @@ class KubeClient:
         inactivity_timeout: float,
         label_selector: str | None = None,
         allow_bookmarks: bool = True,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[WatchEvent]:
         """Stream watch events from ``resource_version`` until the server ends the watch.
 
@@ -353,6 +369,10 @@ class KubeClient:
             timeout_seconds: the server-side watch timeout (the server closes the stream then).
             inactivity_timeout: seconds without any byte (events or bookmarks) after which the
                 stream is treated as stalled.
+            send_initial_events: a watch-list (streaming list, KEP-3157): the state at
+                ``resource_version`` or later (``resourceVersionMatch=NotOlderThan``; ``""``: the current
+                state, a consistent read) as ADDED events first, ended by a BOOKMARK annotated
+                ``k8s.io/initial-events-end: "true"``, then the watch goes on.
 
         Raises:
             WatchStalled: no byte arrived for ``inactivity_timeout`` seconds.
@@ -360,32 +380,51 @@ class KubeClient:
         """
         query = {"watch": True, "resourceVersion": resource_version, "allowWatchBookmarks": allow_bookmarks,
                  "timeoutSeconds": timeout_seconds, "labelSelector": label_selector}
+        if send_initial_events:
+            query |= {"sendInitialEvents": True, "resourceVersionMatch": "NotOlderThan"}
         headers = await self._headers(None, JSON)
         client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=inactivity_timeout)
         try:
             async with self._session.get(self._url(resource.path(namespace), query), headers=headers,
                                          timeout=client_timeout, proxy=self.proxy,
-                                         proxy_auth=self._proxy_auth) as resp:
+                                         proxy_auth=self._proxy_auth,
+                                         server_hostname=self._server_hostname) as resp:
                 self._observe("WATCH", resp.status)
                 if resp.status != 200:
                     if resp.status == 401:
                         self._unauthorized()
                     raise api_error(resp.status, await resp.read())
+                # one event per line; the lines are cut from whatever the socket gave (readline is per line
+                # and costs more than decoding a small event: the watch-list's initial state is many of them)
+                pending = bytearray()
                 while True:
-                    line = await resp.content.readline(max_line_length=MAX_WATCH_EVENT_BYTES)
-                    if not line:
+                    chunk = await resp.content.readany()
+                    if not chunk:
+                        if pending.strip():
+                            yield _watch_event(bytes(pending))
                         return
-                    if line.strip():
-                        try:
-                            event = _event_decoder.decode(line)
-                        except msgspec.DecodeError as err:
-                            raise WatchBroken(0, "WatchBroken", f"undecodable watch event: {err}") from err
-                        yield event
+                    pending += chunk
+                    start = 0
+                    while (end := pending.find(b"\n", start)) >= 0:
+                        line = bytes(pending[start:end])
+                        start = end + 1
+                        if line.strip():
+                            yield _watch_event(line)
+                    del pending[:start]
+                    if len(pending) > MAX_WATCH_EVENT_BYTES:
+                        raise WatchBroken(0, "LineTooLong", f"a watch event over {MAX_WATCH_EVENT_BYTES} bytes")
         except (TimeoutError, aiohttp.ServerTimeoutError) as err:
             raise WatchStalled(0, "WatchStalled", f"no data for {inactivity_timeout} s") from err
         except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, ValueError) as err:
-            # ValueError covers aiohttp's LineTooLong on an event larger than MAX_WATCH_EVENT_BYTES
+            # ValueError: aiohttp refusing a malformed response body
             raise WatchBroken(0, type(err).__name__, f"watch {resource.path(namespace)}: {err}") from err
+
+
+def _watch_event(line: bytes) -> WatchEvent:
+    try:
+        return _event_decoder.decode(line)
+    except msgspec.DecodeError as err:
+        raise WatchBroken(0, "WatchBroken", f"undecodable watch event: {err}") from err
 
 
 class WatchStalled(ApiError):

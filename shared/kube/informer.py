@@ -2,20 +2,32 @@
 
 Behaviour (docs/runtime.md#informer, after client-go's reflector):
 
-- paginated LIST (``limit`` :data:`~shared.kube.pager.DEFAULT_PAGE_SIZE`), then WATCH from the list's
-  resourceVersion with ``allowWatchBookmarks=true`` and a server ``timeoutSeconds``
-  randomized in [min, 2·min) (client-go: 5–10 min);
+- the initial state from a **watch-list** (streaming list, KEP-3157; client-go's reflector with the
+  ``WatchListClient`` gate, on by default since 1.35): one WATCH with ``sendInitialEvents=true``,
+  ``resourceVersionMatch=NotOlderThan``, ``allowWatchBookmarks=true`` and the resourceVersion to sync from
+  (``""``: a consistent read), whose ADDED events are the state, ended by a BOOKMARK annotated
+  ``k8s.io/initial-events-end: "true"``; the cache is replaced at that bookmark, at once, as a LIST would
+  replace it, and the same stream goes on as the watch. The API server never holds the whole collection
+  in memory for one response;
+- the paginated LIST (``limit`` :data:`~shared.kube.pager.DEFAULT_PAGE_SIZE`) instead, as client-go falls
+  back: when the server refuses the watch-list (400/422: an API server without the feature; then for
+  good), or when its stream ends before the initial-events-end bookmark (then for this sync only); or
+  always with ``watch_list=False``;
+- WATCH from the list's (or the bookmark's) resourceVersion with ``allowWatchBookmarks=true`` and a server
+  ``timeoutSeconds`` randomized in [min, 2·min) (client-go: 5–10 min);
 - resume from the last seen resourceVersion (event or bookmark) when a watch ends;
 - a client-side read deadline of the watch's own ``timeoutSeconds`` + :data:`WATCH_DEADLINE_GRACE`:
   the server ends every watch at ``timeoutSeconds``, so a watch that stays silent past that (not even
   the closing of the stream) is stalled → dropped and restarted. An idle resource, on which the API
   server may send no bookmark at all, is not a stall (docs/runtime.md#bug-stalled-watch);
-- 410 Gone / expired resourceVersion → relist; the new list is diffed against the cache
-  and deletes that happened meanwhile are synthesized, so handlers never miss one;
+- 410 Gone / expired resourceVersion → resync (watch-list or LIST) from ``""``; the new state is diffed
+  against the cache and deletes that happened meanwhile are synthesized, so handlers never miss one;
 - errors → exponential backoff with jitter (0.8 s → 30 s, ×2; client-go's reflector),
   reset after a healthy watch; a 401 re-reads credentials (the client does it);
 - ``managedFields`` never reach the cache: objects are decoded into Structs that do not
-  declare it;
+  declare it; the ``transform`` (client-go's ``SetTransform``; default :func:`strip_last_applied`) then
+  drops what a Struct does declare but the controllers never read: kubectl's last-applied annotation, a
+  copy of the whole object;
 - the cache is a :class:`~shared.kube.store.Store` (:attr:`Informer.store`, with its indices and
   handlers); the informer is the watcher and reflector that fill it, as kube-rs splits them. Its read
   methods (``get``, ``objects``, ``by_index``...) are the store's; :attr:`has_synced` is its own.
@@ -36,7 +48,7 @@ import msgspec
 
 from shared.kube.api import KubeApi
 from shared.kube.client import Resource, WatchBroken, WatchEvent, WatchStalled
-from shared.kube.errors import ApiError, Gone, NotFound, status_error
+from shared.kube.errors import ApiError, BadRequest, Gone, Invalid, NotFound, status_error
 from shared.kube.meta import KubeObject
 from shared.kube.pager import DEFAULT_PAGE_SIZE, list_all
 from shared.kube.ratelimit import Backoff
@@ -44,6 +56,7 @@ from shared.kube.store import Handler, Store, WatchEventType, object_key
 
 __all__ = [
     "BACKOFF_RESET_AFTER",
+    "LAST_APPLIED",
     "MIN_WATCH_TIMEOUT",
     "WATCH_BACKOFF",
     "WATCH_DEADLINE_GRACE",
@@ -51,6 +64,7 @@ __all__ = [
     "InformerStats",
     "WatchEventType",
     "object_key",
+    "strip_last_applied",
 ]
 
 log = logging.getLogger(__name__)
@@ -67,9 +81,31 @@ a resource that has no objects.)"""
 
 T = TypeVar("T", bound=KubeObject)
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""The annotation ``kubectl apply`` keeps the applied object in (a JSON copy of it)."""
+
+
+def strip_last_applied(obj: T) -> T:
+    """``obj`` without the :data:`LAST_APPLIED` annotation (the same object when it has none, or is not a
+    Struct whose ``metadata`` is one): the informer's default transform."""
+    meta = obj.metadata
+    annotations = getattr(meta, "annotations", None)
+    if not annotations or LAST_APPLIED not in annotations:
+        return obj
+    if not isinstance(obj, msgspec.Struct) or not isinstance(meta, msgspec.Struct):
+        return obj
+    kept = {key: value for key, value in annotations.items() if key != LAST_APPLIED}
+    stripped: T = msgspec.structs.replace(obj, metadata=msgspec.structs.replace(meta, annotations=kept))
+    return stripped
+
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation on the BOOKMARK that ends a watch-list's initial state (value ``"true"``)."""
+
 
 class _BookmarkMeta(msgspec.Struct):
     resourceVersion: str = ""
+    annotations: dict[str, str] = {}
 
 
 class _Bookmark(msgspec.Struct):
@@ -89,6 +125,11 @@ class InformerStats:
     """Counters for tests and metrics: how often the informer listed, watched, stalled, failed."""
 
     lists: int = 0
+    """Paginated LISTs (the initial state or a resync by LIST)."""
+    watch_lists: int = 0
+    """Watch-lists whose initial state was complete (the cache was replaced at their bookmark)."""
+    watch_list_fallbacks: int = 0
+    """Watch-lists that gave way to a LIST (refused, or ended before their initial-events-end bookmark)."""
     watches: int = 0
     relists_after_gone: int = 0
     stalls: int = 0
@@ -112,6 +153,10 @@ class Informer(Generic[T]):
             ended by the server, never by this deadline.
         min_watch_timeout: seconds; see :data:`MIN_WATCH_TIMEOUT`.
         backoff: error backoff policy.
+        watch_list: start (and resync) with a watch-list when the server serves one; False: always the
+            paginated LIST.
+        transform: applied to every decoded object before it is cached (client-go's ``SetTransform``);
+            default :func:`strip_last_applied`; None: cache objects as decoded.
         decoder: decodes one object's JSON instead of ``msgspec.json.Decoder(decode_type).decode``
             (e.g. with a domain's own number semantics); raises a ``ValueError`` (msgspec's decode
             errors are ones) or ``RecursionError`` for an object it refuses, which is then skipped.
@@ -131,6 +176,8 @@ class Informer(Generic[T]):
         backoff: Backoff = WATCH_BACKOFF,
         rng: random.Random | None = None,
         decoder: Callable[[bytes], T] | None = None,
+        watch_list: bool = True,
+        transform: Callable[[T], T] | None = strip_last_applied,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -143,12 +190,21 @@ class Informer(Generic[T]):
         self._failures = 0
         self._rng = rng or random.Random()
         self._decode_object: Callable[[bytes], T] = decoder or msgspec.json.Decoder(decode_type).decode
+        self._transform = transform
         self._bookmark_decoder = msgspec.json.Decoder(_Bookmark)
         self.store: Store[T] = Store(resource.plural)
         """The cache this informer fills (and its indices and handlers)."""
         self._synced = anyio.Event()
         self.resource_version: str = ""
-        """The last resourceVersion seen (list, event or bookmark); the watch resumes from it."""
+        """The last resourceVersion seen (list, event or bookmark); the watch resumes from it. ``""``: the
+        cache must be synced (watch-list or LIST) first."""
+        self.watch_list = watch_list
+        """Whether the next sync tries a watch-list (turned off for good when the server refuses one)."""
+        self.synced_by: str = ""
+        """How the last sync filled the cache: ``"watch-list"`` or ``"list"`` (``""``: not yet)."""
+        self._sync_from = ""
+        """The resourceVersion a watch-list syncs from: the last one seen after a broken watch (the state may
+        not be older), ``""`` (a consistent read) at first and after 410 Gone."""
         self.stats = InformerStats()
         self._deadline = 0.0
         self.on_decode_error: Callable[[bytes, Exception], None] | None = None
@@ -212,13 +268,13 @@ class Informer(Generic[T]):
         """List and watch until cancelled. Never returns normally; errors are retried with backoff."""
         while True:
             try:
-                if not self.resource_version:
-                    await self._relist()
+                if not self.resource_version and not await self._sync():
+                    continue
                 await self._watch_once()
             except Gone:
                 log.info("%s: resourceVersion %s expired, relisting", self.resource.plural, self.resource_version)
                 self.stats.relists_after_gone += 1
-                self.resource_version = ""
+                self.resource_version = self._sync_from = ""
             except WatchStalled:
                 log.warning("%s: watch stalled for %.0f s, restarting", self.resource.plural,
                             self._deadline)
@@ -226,7 +282,7 @@ class Informer(Generic[T]):
             except WatchBroken as err:
                 # the stream may have lost an event mid-way: relist rather than resume
                 self.stats.errors += 1
-                self.resource_version = ""
+                self._resync()
                 await self._back_off(err)
             except NotFound as err:
                 # the resource is not served (yet): its honest cache is empty; keep retrying
@@ -241,7 +297,7 @@ class Informer(Generic[T]):
             except Exception as err:  # a bug or an unexpected payload must not take the binary down
                 log.exception("%s: informer error", self.resource.plural)
                 self.stats.errors += 1
-                self.resource_version = ""
+                self._resync()
                 await self._back_off(err)
 
     async def _back_off(self, err: Exception) -> None:
@@ -250,13 +306,80 @@ class Informer(Generic[T]):
         log.warning("%s: %s; retrying in %.1f s", self.resource.plural, err, delay)
         await anyio.sleep(delay)
 
+    def _resync(self) -> None:
+        """Sync again before the next watch, from a state no older than the last one seen."""
+        if self.resource_version:
+            self._sync_from = self.resource_version
+        self.resource_version = ""
+
+    async def _sync(self) -> bool:
+        """Fill the cache: a watch-list (then True: it went on as the watch and ended normally, resume from
+        its resourceVersion) or the paginated LIST (False: the watch is still to start)."""
+        if self.watch_list:
+            try:
+                if await self._watch_list():
+                    return False
+            except (BadRequest, Invalid) as err:
+                # an API server without the feature refuses the parameters; it will not start serving them
+                log.info("%s: the API server refuses watch-lists (%s); listing instead", self.resource.plural, err)
+                self.watch_list = False
+            self.stats.watch_list_fallbacks += 1
+        await self._relist()
+        return True
+
     async def _relist(self) -> None:
         listing = await list_all(self.client, self.resource, self._decode, self.namespace,
                                  label_selector=self.label_selector, page_size=self.page_size)
         self.stats.lists += 1
-        self.stats.synthesized_deletes += self.store.replace(listing.items)
-        self.resource_version = listing.resource_version
+        self._replace(listing.items, listing.resource_version, "list")
+
+    def _replace(self, items: Iterable[T], resource_version: str, path: str) -> None:
+        self.stats.synthesized_deletes += self.store.replace(items)
+        self.resource_version = resource_version
+        self.synced_by = path
         self._synced.set()
+
+    async def _watch_list(self) -> bool:
+        """One watch-list: the initial state into a scratch map, the cache replaced at the initial-events-end
+        bookmark, then the stream goes on as a watch. True once the stream has ended normally after the
+        bookmark; False when it ended before (the caller lists instead). Raises as :meth:`_watch_once`."""
+        timeout = self.min_watch_timeout + int(self._rng.random() * self.min_watch_timeout)
+        self._deadline = self.read_deadline(timeout)
+        healthy_since = anyio.current_time()
+        initial: dict[str, T] | None = {}
+        async for event in self.client.watch(
+            self.resource, self.namespace, resource_version=self._sync_from, timeout_seconds=timeout,
+            inactivity_timeout=self._deadline, label_selector=self.label_selector, send_initial_events=True,
+        ):
+            if initial is None:  # past the initial state: an ordinary watch
+                self._on_event(event)
+                if anyio.current_time() - healthy_since > BACKOFF_RESET_AFTER:
+                    self._failures = 0
+                continue
+            if event.type == "ERROR":
+                raise status_error(bytes(event.object))
+            if event.type == "BOOKMARK":
+                meta = self._bookmark_decoder.decode(event.object).metadata
+                if meta.annotations.get(INITIAL_EVENTS_END) == "true":
+                    self.stats.watch_lists += 1
+                    self.stats.watches += 1
+                    self._replace(initial.values(), meta.resourceVersion, "watch-list")
+                    initial = None
+                continue
+            obj = self._decode(event.object)
+            if obj is None:
+                continue
+            if event.type == "DELETED":
+                initial.pop(object_key(obj), None)
+            else:
+                initial[object_key(obj)] = obj
+        if initial is not None:
+            log.warning("%s: the watch-list ended before its initial state did; listing instead",
+                        self.resource.plural)
+            return False
+        if anyio.current_time() - healthy_since > 1.0:
+            self._failures = 0
+        return True
 
     async def _watch_once(self) -> None:
         timeout = self.min_watch_timeout + int(self._rng.random() * self.min_watch_timeout)
@@ -304,10 +427,11 @@ class Informer(Generic[T]):
         ``ValueError`` (msgspec's errors are ones); a ``RecursionError`` (a document nested deeper than
         the interpreter's stack, which the API server accepts) counts as one too."""
         try:
-            return self._decode_object(raw)
+            obj = self._decode_object(raw)
         except (ValueError, RecursionError) as err:
             self.stats.decode_errors += 1
             log.warning("%s: skipping an object that does not decode: %s", self.resource.plural, err)
             if self.on_decode_error is not None:
                 self.on_decode_error(bytes(raw), err)
             return None
+        return self._transform(obj) if self._transform is not None else obj

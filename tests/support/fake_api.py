@@ -18,7 +18,11 @@ table runs against a real kube-apiserver in ``tests/integration/kube/test_fake_a
 - finalizers: a DELETE of an object holding some sets ``deletionTimestamp``; it is removed once the list is
   empty; a write adding a finalizer to a deleting object is 422 Invalid;
 - watch: ADDED / MODIFIED / DELETED after a resourceVersion (from ``"0"`` or ``""``: the current objects as
-  ADDED first), in order, filtered by namespace and label selector.
+  ADDED first), in order, filtered by namespace and label selector;
+- watch-list (``send_initial_events``, ``resourceVersionMatch=NotOlderThan``): the current objects as ADDED
+  whatever the resourceVersion, then a BOOKMARK annotated ``k8s.io/initial-events-end: "true"`` at the current
+  resourceVersion, then the events after it; ``FakeApi(watch_list=False)`` refuses it with 422, as a server
+  without the feature does.
 
 Simplifications (say so in a test that relies on more):
 
@@ -293,10 +297,13 @@ class FakeApi:
         status_subresources: the kinds served with a ``/status`` subresource (default
             :data:`DEFAULT_STATUS_SUBRESOURCES`); compared by group and plural.
         now: wall time for ``creationTimestamp`` / ``deletionTimestamp`` (default: a fixed instant).
+        watch_list: serve watch-lists (``send_initial_events``); False: refuse them with 422 Invalid.
     """
 
     def __init__(self, *, status_subresources: Iterable[Resource] = DEFAULT_STATUS_SUBRESOURCES,
-                 now: Callable[[], datetime] = lambda: datetime(2026, 1, 1, tzinfo=UTC)) -> None:
+                 now: Callable[[], datetime] = lambda: datetime(2026, 1, 1, tzinfo=UTC),
+                 watch_list: bool = True) -> None:
+        self.watch_list = watch_list
         self._status_kinds = {(r.group, r.plural) for r in status_subresources}
         self._now = now
         self._objects: dict[tuple[str, str, str, str], _Stored] = {}
@@ -510,16 +517,27 @@ class FakeApi:
 
     async def watch(self, resource: Resource, namespace: str | None = None, *, resource_version: str,
                     timeout_seconds: int, inactivity_timeout: float, label_selector: str | None = None,
-                    allow_bookmarks: bool = True) -> AsyncIterator[WatchEvent]:
-        """The events after ``resource_version`` (``""``/``"0"``: the current objects as ADDED first), then
-        each new one as it happens; never ends by itself (no timeouts: cancel the consumer)."""
-        await self._enter(Call("watch", resource, namespace, None,
-                               options={"resource_version": resource_version, "label_selector": label_selector}))
-        if resource_version in ("", "0"):
+                    allow_bookmarks: bool = True, send_initial_events: bool = False) -> AsyncIterator[WatchEvent]:
+        """The events after ``resource_version`` (``""``/``"0"``, or a watch-list: the current objects as ADDED
+        first; a watch-list then its initial-events-end BOOKMARK), then each new one as it happens; never ends
+        by itself (no timeouts: cancel the consumer)."""
+        options: dict[str, Any] = {"resource_version": resource_version, "label_selector": label_selector}
+        if send_initial_events:
+            options["send_initial_events"] = True
+        await self._enter(Call("watch", resource, namespace, None, options=options))
+        if send_initial_events and not self.watch_list:
+            raise _invalid("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the "
+                           "WatchList feature gate is enabled")
+        if send_initial_events or resource_version in ("", "0"):
             since = self._version
             for stored in [s for _, s in sorted(self._objects.items())]:
                 if self._matches(stored.resource, stored.doc, resource, namespace, label_selector):
                     yield WatchEvent("ADDED", msgspec.Raw(msgspec.json.encode(stored.doc)))
+            if send_initial_events:
+                yield WatchEvent("BOOKMARK", msgspec.Raw(msgspec.json.encode({
+                    "kind": resource.kind, "apiVersion": resource.api_version,
+                    "metadata": {"resourceVersion": str(since),
+                                 "annotations": {"k8s.io/initial-events-end": "true"}}})))
         else:
             since = int(resource_version)
         while True:

@@ -15,6 +15,7 @@ import yaml
 from kubernetes_asyncio import client, config
 
 from shared.kube.client import KubeClient, Resource
+from shared.kube.kubeconfig import Credentials, KubeConfig
 from tools.crds import install_crds as tools_install_crds
 from tools.crds import third_party_crds
 from tools.wait import wait_for
@@ -58,9 +59,19 @@ async def api_client(kubeconfig: Path) -> client.ApiClient:
     return await config.new_client_from_config(config_file=str(kubeconfig))
 
 
+def kube_config_of(api: client.ApiClient) -> KubeConfig:
+    """The server and credentials of a kubernetes-asyncio ``api``, for a :class:`KubeClient` of our own."""
+    conf = api.configuration
+    bearer = (conf.api_key or {}).get("BearerToken") or (conf.api_key or {}).get("authorization")
+    token = str(bearer).removeprefix("Bearer ").strip() if bearer else None
+    return KubeConfig(server=conf.host, ca_file=conf.ssl_ca_cert, cert_file=conf.cert_file, key_file=conf.key_file,
+                      insecure=not conf.verify_ssl, credentials=Credentials(token=token))
+
+
 async def install_crds_async(api: client.ApiClient, docs: Iterable[dict[str, Any]], timeout: float = 60.0) -> None:
-    """:func:`tools.crds.install_crds` through a kubernetes-asyncio ``api`` (left open for the caller)."""
-    await tools_install_crds(KubeClient(api), docs, timeout)
+    """:func:`tools.crds.install_crds` as the user of a kubernetes-asyncio ``api`` (left open for the caller)."""
+    async with KubeClient(kube_config_of(api)) as kc:
+        await tools_install_crds(kc, docs, timeout)
 
 
 def install_crds(kubeconfig: Path, docs: Iterable[dict[str, Any]], timeout: float = 60.0) -> None:

@@ -57,10 +57,11 @@ class WrappedApi:
 
     def watch(self, resource: Resource, namespace: str | None = None, *, resource_version: str,
               timeout_seconds: int, inactivity_timeout: float, label_selector: str | None = None,
-              allow_bookmarks: bool = True) -> AsyncIterator[WatchEvent]:
+              allow_bookmarks: bool = True, send_initial_events: bool = False) -> AsyncIterator[WatchEvent]:
         return self.inner.watch(resource, namespace, resource_version=resource_version,
                                 timeout_seconds=timeout_seconds, inactivity_timeout=inactivity_timeout,
-                                label_selector=label_selector, allow_bookmarks=allow_bookmarks)
+                                label_selector=label_selector, allow_bookmarks=allow_bookmarks,
+                                send_initial_events=send_initial_events)
 
 
 _: type[KubeApi] = WrappedApi

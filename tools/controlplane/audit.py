@@ -13,15 +13,19 @@ functions over parsed data:
 - :func:`authorizes`: whether a grant covers an event. A server-side apply that made the object (a ``patch``
   answered ``201 Created``) is also authorized as ``create``: the API server checks both verbs;
 - :func:`unexercised`: the grants no event used (a request a RoleBinding covers does not count for a
-  cluster-wide grant too); :func:`denied`: the events RBAC refused.
+  cluster-wide grant too); :func:`denied`: the events RBAC refused;
+- :func:`watch_list_fallbacks`: of some unused grants, the ``list`` ones an informer needs only to fall back to
+  a LIST, because it streamed its state with a watch-list (a ``watch`` with ``sendInitialEvents=true``) that the
+  same scope's ``watch`` grant allowed.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
 
 SERVICE_ACCOUNT_POLICY: Final[dict[str, Any]] = {
     "apiVersion": "audit.k8s.io/v1",
@@ -202,6 +206,21 @@ def unexercised(grants: Iterable[Grant], events: Iterable[AuditEvent]) -> list[G
         narrow = [i for i in covering if grants[i].namespace is not None]
         used.update(narrow or covering)
     return [g for i, g in enumerate(grants) if i not in used]
+
+
+def is_watch_list(event: AuditEvent) -> bool:
+    """The request was a watch-list: a ``watch`` asking for its initial state (``sendInitialEvents=true``)."""
+    query = parse_qs(urlsplit(event.uri).query)
+    return event.verb == "watch" and query.get("sendInitialEvents") == ["true"]
+
+
+def watch_list_fallbacks(grants: Iterable[Grant], events: Iterable[AuditEvent]) -> list[Grant]:
+    """The ``list`` grants of ``grants`` whose ``watch`` twin (same user, scope, group, resource) allowed a
+    watch-list: an informer that streams its state sends no LIST, yet needs ``list`` to fall back to one when an
+    API server refuses watch-lists (docs/runtime.md#informer). Other grants are not returned."""
+    streamed = [e for e in events if allowed(e) and is_watch_list(e)]
+    return [g for g in grants if g.verb == "list"
+            and any(authorizes(replace(g, verb="watch"), e) for e in streamed)]
 
 
 def denied(events: Iterable[AuditEvent], users: Iterable[str]) -> list[AuditEvent]:

@@ -132,6 +132,7 @@ class LocalControlPlane:
         service_account_admission: keep the ServiceAccount admission plugin on a plane without a node (a pod
             naming a missing ServiceAccount is refused, as in a real cluster).
         audit: write the audit log of ServiceAccount requests to :attr:`audit_log` (module docstring).
+        apiserver_flags: further kube-apiserver flags, after the plane's own (e.g. ``--feature-gates=...``).
     """
 
     toolchain: Toolchain = field(default_factory=Toolchain.default)
@@ -141,6 +142,7 @@ class LocalControlPlane:
     extra_controllers: tuple[str, ...] = ()
     service_account_admission: bool = False
     audit: bool = False
+    apiserver_flags: tuple[str, ...] = ()
     server: str = ""
     etcd_url: str = ""
     dir: Path = field(default=Path())
@@ -337,6 +339,7 @@ class LocalControlPlane:
             "--endpoint-reconciler-type=none",
             *(self._audit_flags() if self.audit else []),
             "-v=1",
+            *self.apiserver_flags,
         ])
         ssl_ctx = self._admin_ssl()
         self._wait(apiserver, lambda: http_ok(f"{self.server}/readyz", ssl_ctx))

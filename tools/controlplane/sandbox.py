@@ -177,10 +177,15 @@ class Sandbox:
                                     start_new_session=True)
 
     def stop(self) -> None:
-        """End the holder: the kernel kills everything still in the sandbox and drops its mounts."""
+        """End the holder: the kernel kills everything still in the sandbox and drops its mounts. Returns once
+        no process is left in its namespaces: the ``nsenter`` of a component (in the sandbox's mount and network
+        namespaces, not its PID namespace) exits only after the kernel has killed its child."""
         if self._unshare is None:
             return
+        held: set[str] = set()
         if self.holder_pid:
+            with contextlib.suppress(OSError):
+                held = set(self.namespaces().values())
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.holder_pid, signal.SIGTERM)
         else:  # not known yet (stopped while starting): unshare's death kills the holder (--kill-child)
@@ -194,3 +199,36 @@ class Sandbox:
             self._unshare.wait()
         self._unshare = None
         self.holder_pid = 0
+        _wait_empty(held)
+
+
+def members(namespaces: set[str]) -> list[int]:
+    """The processes in any of ``namespaces`` (``pid:[…]``, ``mnt:[…]``, ``net:[…]`` as readlink names them)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        for kind in ("pid", "mnt", "net"):
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "ns" / kind) in namespaces:
+                    found.append(int(entry.name))
+                    break
+    return found
+
+
+def _wait_empty(namespaces: set[str], timeout: float = 10.0) -> None:
+    """Wait until no process is in ``namespaces``; SIGKILL what is still there at ``timeout``, then wait again."""
+    if not namespaces:
+        return
+    for last_try in (False, True):
+        deadline = time.monotonic() + timeout
+        while (left := members(namespaces)) and time.monotonic() < deadline:
+            time.sleep(0.05)  # a poll of /proc: the kernel tells no one when a process has gone
+        if not left:
+            return
+        if last_try:
+            log.warning("processes %s are still in the ended sandbox", left)
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -1,4 +1,5 @@
-"""The informer against a real API server: list+watch, restarts, 410 relists, stalled watches."""
+"""The informer against a real API server: list+watch, restarts, 410 relists, stalled watches (the initial
+state's two paths, watch-list and LIST: test_informer_watch_list.py)."""
 
 from __future__ import annotations
 
@@ -56,11 +57,12 @@ async def cm(client: KubeClient, namespace: str, name: str, **data: str) -> None
     await client.create(CONFIG_MAPS, {"metadata": {"name": name}, "data": data}, namespace)
 
 
-async def test_lists_then_watches_adds_updates_and_deletes(kclient: KubeClient, ns: str) -> None:
+@pytest.mark.parametrize("watch_list", [True, False], ids=["by watch-list", "by LIST"])
+async def test_lists_then_watches_adds_updates_and_deletes(kclient: KubeClient, ns: str, watch_list: bool) -> None:
     for i in range(3):
         await cm(kclient, ns, f"pre-{i}")
     events: list[tuple[WatchEventType, str]] = []
-    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns, page_size=2)
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns, page_size=2, watch_list=watch_list)
     informer.add_handler(lambda t, old, new: events.append((t, new.metadata.name or "")))
     async with running(informer):
         assert sorted(informer.keys()) == [f"{ns}/pre-0", f"{ns}/pre-1", f"{ns}/pre-2"]
@@ -70,7 +72,7 @@ async def test_lists_then_watches_adds_updates_and_deletes(kclient: KubeClient, 
         await converged(kclient, informer, ns)
         assert informer.get(f"{ns}/later") is not None
         assert informer.get(f"{ns}/later").data == {"colour": "red"}  # type: ignore[union-attr]
-    assert informer.stats.lists == 1
+    assert (informer.stats.lists, informer.stats.watch_lists) == ((0, 1) if watch_list else (1, 0))
     assert (WatchEventType.ADDED, "later") in events
     assert (WatchEventType.MODIFIED, "pre-0") in events
     assert (WatchEventType.DELETED, "pre-1") in events
@@ -151,7 +153,8 @@ async def test_an_idle_watch_on_an_empty_resource_is_ended_by_the_server_not_rep
                        what="two watches ended by the server and a third started")
     assert informer.stats.stalls == 0
     assert informer.stats.errors == 0
-    assert informer.stats.lists == 1  # each watch resumed from the list's resourceVersion
+    # one sync (a watch-list, which ends with a bookmark even on an empty resource); each watch resumed from it
+    assert (informer.stats.lists, informer.stats.watch_lists) == (0, 1)
 
 
 async def _true_if(condition: bool) -> bool:

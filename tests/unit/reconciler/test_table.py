@@ -139,10 +139,15 @@ class FakeTableClient(FakeApi):
 
         self.before.append(bumped_first)
 
-    async def watch(self, *_: Any, **__: Any) -> AsyncIterator[Any]:  # type: ignore[override]
-        """No change ever arrives by watch: the tests change the caches themselves."""
+    async def watch(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        """No change ever arrives by watch: the tests change the caches themselves. A watch-list delivers its
+        initial state (up to its initial-events-end bookmark) and then nothing more."""
+        if kwargs.get("send_initial_events"):
+            async for event in super().watch(*args, **kwargs):
+                yield event
+                if event.type == "BOOKMARK":
+                    break
         await anyio.sleep_forever()
-        yield
 
     @property
     def table(self) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from tools.controlplane.audit import (
     grants_of,
     parse_events,
     unexercised,
+    watch_list_fallbacks,
 )
 
 SA = "system:serviceaccount:sys:ctl"
@@ -146,3 +147,19 @@ def test_a_request_a_namespaced_grant_covers_does_not_use_the_cluster_wide_one()
     assert unexercised([JOBS_IN_A, jobs_everywhere], [create_in_a, create_in_b]) == []
     # Without a namespaced grant the cluster-wide one is used by a namespaced request.
     assert unexercised([jobs_everywhere], [create_in_a]) == []
+
+
+def test_a_list_grant_is_a_watch_list_fallback_only_where_its_watch_twin_allowed_a_watch_list() -> None:
+    lists_in_a = Grant(SA, "a", "", "configmaps", "list")
+    lists_in_b = Grant(SA, "b", "", "configmaps", "list")
+    lists_jobs = Grant(SA, "a", "batch", "jobs", "list")
+    gets_in_a = Grant(SA, "a", "", "configmaps", "get")
+    streamed = AuditEvent(SA, "watch", "", "configmaps", namespace="a", code=200, decision="allow",
+                          uri="/api/v1/namespaces/a/configmaps?allowWatchBookmarks=true&resourceVersionMatch="
+                              "NotOlderThan&sendInitialEvents=true&watch=true")
+    watched_jobs = AuditEvent(SA, "watch", "batch", "jobs", namespace="a", code=200, decision="allow",
+                              uri="/apis/batch/v1/namespaces/a/jobs?resourceVersion=5&watch=true")  # a plain watch
+    refused = AuditEvent(SA, "watch", "", "configmaps", namespace="b", code=403, decision="forbid",
+                         uri="/api/v1/namespaces/b/configmaps?sendInitialEvents=true&watch=true")
+    assert watch_list_fallbacks([lists_in_a, lists_in_b, lists_jobs, gets_in_a], [streamed, watched_jobs, refused]) \
+        == [lists_in_a]
