@@ -1,0 +1,224 @@
+"""A real Jaeger v2 on loopback, with in-memory storage, for the tests and ``tatara up``
+(docs/runtime.md#traces).
+
+The binary is built from its Go module on first use (:mod:`tools.controlplane.jaeger`). Jaeger v2 is an
+OpenTelemetry Collector distribution and takes a collector-style YAML config (``--config``); the one written
+here is upstream's ``cmd/jaeger/internal/all-in-one.yaml`` cut down to what the tests use:
+
+- the ``otlp`` receiver, gRPC and HTTP, each on a free 127.0.0.1 port (:attr:`JaegerServer.otlp_http_url` is
+  what ``OTEL_EXPORTER_OTLP_ENDPOINT`` names for the binaries' OTLP/HTTP exporter);
+- the ``jaeger_storage`` extension with one ``memory`` backend, written by ``jaeger_storage_exporter``;
+- the ``jaeger_query`` extension's HTTP server (``/api/services``, ``/api/traces``) and gRPC server on free
+  ports; no sampling, health-check or zpages extension, and the collector's own metrics off
+  (``service.telemetry.metrics.level: none``), so no fixed port is bound.
+
+Ready when ``/api/services`` answers 200. Stopped with SIGTERM, then SIGKILL after a grace period.
+
+Usage::
+
+    with JaegerServer() as jaeger:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = jaeger.otlp_http_url
+        jaeger.traces("tatara-reconciler")
+
+Standalone: ``python -m tools.jaeger_server`` runs one until interrupted and prints its URLs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tools.controlplane import jaeger as jaeger_build
+from tools.controlplane.cluster import free_port
+from tools.processes import die_with_parent, log_tail, stop_process_groups
+
+START_TIMEOUT = 60.0
+"""Seconds to wait for the query API after the start."""
+
+STOP_GRACE = 10.0
+"""Seconds between SIGTERM and SIGKILL on stop."""
+
+
+class JaegerError(RuntimeError):
+    """Jaeger exited early, did not become ready, or its query API refused a request; the message says how."""
+
+
+def config_yaml(*, otlp_grpc: int, otlp_http: int, query_http: int, query_grpc: int) -> str:
+    """The Jaeger v2 config: OTLP in, memory storage, the query API out, all on 127.0.0.1 (module docstring).
+
+    JSON is YAML, so the document is written as JSON."""
+    config = {
+        "service": {
+            "extensions": ["jaeger_storage", "jaeger_query"],
+            "pipelines": {"traces": {"receivers": ["otlp"], "processors": ["batch"],
+                                     "exporters": ["jaeger_storage_exporter"]}},
+            "telemetry": {"metrics": {"level": "none"}, "logs": {"level": "info"}},
+        },
+        "extensions": {
+            "jaeger_storage": {"backends": {"memstore": {"memory": {"max_traces": 100000}}}},
+            "jaeger_query": {"storage": {"traces": "memstore"},
+                             "http": {"endpoint": f"127.0.0.1:{query_http}"},
+                             "grpc": {"endpoint": f"127.0.0.1:{query_grpc}"}},
+        },
+        "receivers": {"otlp": {"protocols": {"grpc": {"endpoint": f"127.0.0.1:{otlp_grpc}"},
+                                             "http": {"endpoint": f"127.0.0.1:{otlp_http}"}}}},
+        "processors": {"batch": {"timeout": "100ms"}},
+        "exporters": {"jaeger_storage_exporter": {"trace_storage": "memstore"}},
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+@dataclass
+class JaegerServer:
+    """``jaeger --config <file>`` on 127.0.0.1; a context manager. After :meth:`start` the ports are set."""
+
+    binary: Path | None = None
+    otlp_grpc_port: int = field(default=0, init=False)
+    otlp_http_port: int = field(default=0, init=False)
+    query_port: int = field(default=0, init=False)
+    query_grpc_port: int = field(default=0, init=False)
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _tmp: Path | None = field(default=None, init=False)
+
+    @property
+    def otlp_http_url(self) -> str:
+        """``http://127.0.0.1:<port>``: the OTLP/HTTP receiver (the exporter appends ``/v1/traces``)."""
+        return f"http://127.0.0.1:{self.otlp_http_port}"
+
+    @property
+    def otlp_grpc_endpoint(self) -> str:
+        """``127.0.0.1:<port>``: the OTLP/gRPC receiver."""
+        return f"127.0.0.1:{self.otlp_grpc_port}"
+
+    @property
+    def query_url(self) -> str:
+        """``http://127.0.0.1:<port>``: the query API (``/api/services``, ``/api/traces``)."""
+        return f"http://127.0.0.1:{self.query_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self._work_dir() / "jaeger.log"
+
+    def _work_dir(self) -> Path:
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="tatara-jaeger-"))
+        return self._tmp
+
+    def start(self) -> JaegerServer:
+        """Build Jaeger if missing, start it and wait until the query API answers.
+
+        Raises:
+            tools.controlplane.build.BuildError: Jaeger could not be built.
+            JaegerError: it exited or did not answer within :data:`START_TIMEOUT`.
+        """
+        binary = self.binary or jaeger_build.built().ensure_built()
+        self.otlp_grpc_port, self.otlp_http_port = free_port(), free_port()
+        self.query_port, self.query_grpc_port = free_port(), free_port()
+        config = self._work_dir() / "config.yaml"
+        config.write_text(config_yaml(otlp_grpc=self.otlp_grpc_port, otlp_http=self.otlp_http_port,
+                                      query_http=self.query_port, query_grpc=self.query_grpc_port))
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen([str(binary), "--config", str(config)], stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True, preexec_fn=die_with_parent())
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self._ready():
+            if self.process.poll() is not None:
+                raise JaegerError(f"jaeger exited with {self.process.returncode}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise JaegerError(f"jaeger's query API not up after {START_TIMEOUT:.0f} s:\n{self.log_tail()}")
+            time.sleep(0.05)
+        return self
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.query_url}/api/services", timeout=2) as response:
+                return int(response.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def query(self, path: str, **params: str | int) -> Any:
+        """GET ``path`` of the query API with ``params``; its ``data`` field (the API's envelope).
+
+        Raises:
+            JaegerError: not a 200 answer.
+        """
+        url = f"{self.query_url}{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return json.loads(response.read())["data"]
+        except urllib.error.HTTPError as err:
+            raise JaegerError(f"GET {url}: {err.code} {err.read()[:500]!r}") from err
+
+    def services(self) -> list[str]:
+        """The service names Jaeger holds spans of."""
+        return list(self.query("/api/services") or [])
+
+    def traces(self, service: str, *, limit: int = 1000, lookback: str = "1h") -> list[dict[str, Any]]:
+        """The traces holding spans of ``service`` (Jaeger's JSON model: ``traceID``, ``spans``,
+        ``processes``)."""
+        return list(self.query("/api/traces", service=service, limit=limit, lookback=lookback) or [])
+
+    def trace(self, trace_id: str) -> dict[str, Any]:
+        """One whole trace by its hex id."""
+        found = self.query(f"/api/traces/{trace_id}")
+        if not found:
+            raise JaegerError(f"no trace {trace_id}")
+        return dict(found[0])
+
+    def log_tail(self, lines: int = 30) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self) -> None:
+        """Stop Jaeger (SIGTERM, SIGKILL after :data:`STOP_GRACE`) and remove its folder."""
+        if self.process is not None:
+            stop_process_groups([self.process], STOP_GRACE)
+            self.process = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> JaegerServer:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tools.jaeger_server``: run Jaeger until SIGINT/SIGTERM; print its URLs."""
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    with JaegerServer() as jaeger:
+        print(f"OTEL_EXPORTER_OTLP_ENDPOINT={jaeger.otlp_http_url}", flush=True)
+        print(f"query API: {jaeger.query_url}/api/services", flush=True)
+        try:
+            while not stop and jaeger.process is not None and jaeger.process.poll() is None:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
