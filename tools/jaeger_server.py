@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -42,7 +40,7 @@ from typing import Any
 
 from tools.controlplane import jaeger as jaeger_build
 from tools.controlplane.cluster import free_port
-from tools.processes import die_with_parent, log_tail, stop_process_groups
+from tools.processes import log_tail, serve_until_signalled, start_server, stop_process_groups, wait_until_ready
 
 START_TIMEOUT = 60.0
 """Seconds to wait for the query API after the start."""
@@ -129,18 +127,12 @@ class JaegerServer:
         config = self._work_dir() / "config.yaml"
         config.write_text(config_yaml(otlp_grpc=self.otlp_grpc_port, otlp_http=self.otlp_http_port,
                                       query_http=self.query_port, query_grpc=self.query_grpc_port))
-        with open(self.log_path, "ab") as out:
-            self.process = subprocess.Popen([str(binary), "--config", str(config)], stdout=out,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True, preexec_fn=die_with_parent())
-        deadline = time.monotonic() + START_TIMEOUT
-        while not self._ready():
-            if self.process.poll() is not None:
-                raise JaegerError(f"jaeger exited with {self.process.returncode}:\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise JaegerError(f"jaeger's query API not up after {START_TIMEOUT:.0f} s:\n{self.log_tail()}")
-            time.sleep(0.05)
+        self.process = start_server([str(binary), "--config", str(config)], self.log_path)
+
+        def failed(why: str) -> JaegerError:
+            return JaegerError(f"jaeger {why}:\n{self.log_tail()}")
+
+        wait_until_ready(self.process, self._ready, timeout=START_TIMEOUT, failed=failed, stop=self.stop)
         return self
 
     def _ready(self) -> bool:
@@ -202,21 +194,10 @@ class JaegerServer:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m tools.jaeger_server``: run Jaeger until SIGINT/SIGTERM; print its URLs."""
-    stop = False
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_signal)
     with JaegerServer() as jaeger:
         print(f"OTEL_EXPORTER_OTLP_ENDPOINT={jaeger.otlp_http_url}", flush=True)
         print(f"query API: {jaeger.query_url}/api/services", flush=True)
-        try:
-            while not stop and jaeger.process is not None and jaeger.process.poll() is None:
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
+        serve_until_signalled(lambda: jaeger.process is not None and jaeger.process.poll() is None)
     return 0
 
 
