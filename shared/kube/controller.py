@@ -270,7 +270,12 @@ class Controller(Generic[T]):
                     self.queue.add_rate_limited(request)
                 return
             finally:
-                m.reconcile_time_seconds.labels(name).observe(time.perf_counter() - started)
+                elapsed = time.perf_counter() - started
+                if self.queue.waits is not None and span.get_span_context().trace_flags.sampled:
+                    # the exemplar: this observation's trace (docs/runtime.md#traces)
+                    m.reconcile_time_seconds.labels(name).observe_with_exemplar(elapsed, tracing.log_ids())
+                else:
+                    m.reconcile_time_seconds.labels(name).observe(elapsed)
                 active.dec()
             self.queue.forget(request)
             if self.queue.waits is not None:
