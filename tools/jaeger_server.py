@@ -50,7 +50,12 @@ STOP_GRACE = 10.0
 
 
 class JaegerError(RuntimeError):
-    """Jaeger exited early, did not become ready, or its query API refused a request; the message says how."""
+    """Jaeger exited early, did not become ready, or its query API refused a request (``status``: its HTTP
+    status); the message says how."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def config_yaml(*, otlp_grpc: int, otlp_http: int, query_http: int, query_grpc: int) -> str:
@@ -155,7 +160,7 @@ class JaegerServer:
             with urllib.request.urlopen(url, timeout=10) as response:
                 return json.loads(response.read())["data"]
         except urllib.error.HTTPError as err:
-            raise JaegerError(f"GET {url}: {err.code} {err.read()[:500]!r}") from err
+            raise JaegerError(f"GET {url}: {err.code} {err.read()[:500]!r}", status=err.code) from err
 
     def services(self) -> list[str]:
         """The service names Jaeger holds spans of."""
@@ -166,12 +171,15 @@ class JaegerServer:
         ``processes``)."""
         return list(self.query("/api/traces", service=service, limit=limit, lookback=lookback) or [])
 
-    def trace(self, trace_id: str) -> dict[str, Any]:
-        """One whole trace by its hex id."""
-        found = self.query(f"/api/traces/{trace_id}")
-        if not found:
-            raise JaegerError(f"no trace {trace_id}")
-        return dict(found[0])
+    def find_trace(self, trace_id: str) -> dict[str, Any] | None:
+        """One whole trace by its hex id (Jaeger's JSON model); None while Jaeger holds no span of it (404)."""
+        try:
+            found = self.query(f"/api/traces/{trace_id}")
+        except JaegerError as err:
+            if err.status == 404:
+                return None
+            raise
+        return dict(found[0]) if found else None
 
     def log_tail(self, lines: int = 30) -> str:
         return log_tail(self.log_path, lines)
