@@ -284,6 +284,7 @@ class ProcessReconciler:
                 written = await self.executor.execute(process, decision, guard=guard)
             except Conflict:
                 log.debug("the Process changed since the cache showed it; deciding again in %.0f s", CONFLICT_REQUEUE)
+                tracing.annotate(tatara_write_conflict=True)
                 return Outcome(Result.after(CONFLICT_REQUEUE))
             except WriteRefused as refused:
                 await self._surface(dataclasses.replace(observed, process=process), refused)
