@@ -70,8 +70,8 @@ def request_attributes(method: str, path: str, query: Mapping[str, Any] | None,
     ``k8s.verb``, ``k8s.resource`` (``plural`` or ``plural/subresource``), ``k8s.namespace.name`` and
     ``k8s.object.name`` when the path has them, ``http.request.method``, ``url.path``.
 
-    ``path`` is ``/api/v1/...`` or ``/apis/<group>/<version>/...``; another path (discovery, ``/version``)
-    is its own resource."""
+    ``path`` is ``/api/v1/...`` or ``/apis/<group>/<version>/...``; another path (discovery: ``/api/v1``,
+    ``/apis/batch/v1``, ``/version``) is its own resource, read with ``get``."""
     parts = [p for p in path.split("/") if p]
     rest = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else []
     namespace = ""
@@ -81,7 +81,7 @@ def request_attributes(method: str, path: str, query: Mapping[str, Any] | None,
     if len(rest) > 2:
         resource += "/" + "/".join(rest[2:])
     if method == "GET":
-        verb = "get" if name else "watch" if (query or {}).get("watch") else "list"
+        verb = "get" if name or not rest else "watch" if (query or {}).get("watch") else "list"
     elif method == "PATCH":
         verb = "apply" if content_type == APPLY_PATCH else "patch"
     else:

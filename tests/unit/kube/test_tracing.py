@@ -69,6 +69,7 @@ def test_with_tracing_off_nothing_is_propagated_or_logged() -> None:
      {"k8s.namespace.name": "ns", "k8s.object.name": "l"}),
     ("DELETE", "/api/v1/namespaces/gone", None, "application/json", "delete namespaces", {"k8s.object.name": "gone"}),
     ("GET", "/api/v1/namespaces", None, None, "list namespaces", {}),
+    ("GET", "/apis/batch/v1", None, None, "get /apis/batch/v1", {}),  # discovery
 ])
 def test_a_request_span_names_the_kubernetes_verb_and_resource(
         method: str, path: str, query: dict[str, Any] | None, content_type: str | None, span_name: str,
