@@ -35,7 +35,7 @@ import msgspec
 
 from reconciler.children import ChildRef
 from reconciler.decision import Decision
-from reconciler.exports import traceparent_of, with_traceparent
+from reconciler.exports import tracing_env_of, with_traceparent
 from reconciler.metrics import ProcessMetrics
 from reconciler.refusals import KIND_NOT_SERVED, WRITE_REFUSED, WriteRefused
 from reconciler.render import FIELD_MANAGER, manifest_ref
@@ -89,6 +89,31 @@ def _refusals(verb: str, ref: ChildRef) -> Iterator[None]:
                            why=WRITE_REFUSED) from err
 
 
+async def apply_traced_job(client: KubeApi, resource: Resource, job: Job) -> bytes:
+    """Apply ``job`` with this reconcile's ``TRACEPARENT`` and the reconciler's own ``OTEL_*`` settings
+    (:func:`reconciler.exports.with_traceparent`); the stored Job.
+
+    A Job's pod template is immutable: when the Job exists already (the cache had not shown it, so the
+    decision started it again) the apply is refused 422, and is then made again with the values the
+    stored Job holds (none, for a Job created with tracing off), the same manifest as at its creation
+    (docs/runtime.md#traces).
+
+    Raises:
+        shared.kube.errors.ApiError: the apply failed otherwise.
+    """
+    try:
+        return await apply(client, resource, with_traceparent(job, tracing.current_traceparent(),
+                                                              tracing.forwarded_env()),
+                           field_manager=FIELD_MANAGER)
+    except Invalid:
+        try:
+            stored = await client.get(resource, job.metadata.name or "", job.metadata.namespace)
+        except NotFound:
+            raise  # the 422 was about something else
+        return await apply(client, resource, with_traceparent(job, *tracing_env_of(stored)),
+                           field_manager=FIELD_MANAGER)
+
+
 class Executor:
     """Performs decisions for one reconciler process.
 
@@ -113,26 +138,6 @@ class Executor:
         self.recorder = recorder
         self.metrics = metrics
 
-    async def _apply_traced_job(self, resource: Resource, job: Job) -> bytes:
-        """Apply ``job`` with this reconcile's ``TRACEPARENT`` and the reconciler's own ``OTEL_*`` settings
-        (:func:`reconciler.exports.with_traceparent`).
-
-        A Job's pod template is immutable: when the Job exists already (the cache had not shown it, so the
-        decision started it again) the apply is refused 422, and is then made again with the value the
-        stored Job holds, the same manifest as its creation (docs/runtime.md#traces)."""
-        try:
-            return await apply(self.client, resource,
-                               with_traceparent(job, tracing.current_traceparent(), tracing.forwarded_env()),
-                               field_manager=FIELD_MANAGER)
-        except Invalid:
-            try:
-                stored = await self.client.get(resource, job.metadata.name or "", job.metadata.namespace)
-            except NotFound:
-                raise  # the 422 was about something else
-            return await apply(self.client, resource,
-                               with_traceparent(job, traceparent_of(stored), tracing.forwarded_env()),
-                               field_manager=FIELD_MANAGER)
-
     async def execute(self, process: Process, decision: Decision, *, guard: str | None = None) -> str | None:
         """Carry out ``decision`` for ``process`` (the object it was decided on), in the module's order.
 
@@ -156,7 +161,7 @@ class Executor:
             with _refusals("apply", manifest_ref(manifest)):
                 resource = await self.mapper.resource_for(manifest.api_version, manifest.kind)
                 if tracing.enabled and isinstance(manifest, Job):
-                    applied = await self._apply_traced_job(resource, manifest)
+                    applied = await apply_traced_job(self.client, resource, manifest)
                 else:
                     applied = await apply(self.client, resource, manifest, field_manager=FIELD_MANAGER)
             if self.child_writes is not None:

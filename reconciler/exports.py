@@ -63,7 +63,7 @@ __all__ = [
     "latest_warning",
     "receipt_config_map_name",
     "receipt_refs",
-    "traceparent_of",
+    "tracing_env_of",
     "with_traceparent",
     "without_pod",
 ]
@@ -206,14 +206,15 @@ def with_traceparent(job: Job, traceparent: str | None, forwarded: Mapping[str, 
     return msgspec.structs.replace(job, spec=msgspec.structs.replace(job.spec, template=template))
 
 
-def traceparent_of(stored_job: bytes) -> str | None:
-    """The ``TRACEPARENT`` env value of a stored Job's first container (JSON as the API server returns it)."""
+def tracing_env_of(stored_job: bytes) -> tuple[str | None, dict[str, str]]:
+    """The ``TRACEPARENT`` and the forwarded ``OTEL_*`` variables (:data:`shared.kube.tracing.FORWARDED`) a stored
+    Job's first container holds (JSON as the API server returns it): what :func:`with_traceparent` takes to
+    render that Job again."""
     stored = msgspec.json.decode(stored_job, type=_StoredJob)
     containers = stored.spec.template.spec.containers
-    for var in containers[0].env if containers else ():
-        if var.name == tracing.TRACEPARENT:
-            return var.value
-    return None
+    env = {v.name: v.value or "" for v in (containers[0].env if containers else ())
+           if v.name == tracing.TRACEPARENT or v.name in tracing.FORWARDED}
+    return env.pop(tracing.TRACEPARENT, None), env
 
 
 class _StoredEnv(msgspec.Struct):

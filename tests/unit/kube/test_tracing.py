@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 
-from reconciler.exports import ExportJobConfig, applicable, export_job, traceparent_of, with_traceparent
+from reconciler.exports import ExportJobConfig, applicable, export_job, tracing_env_of, with_traceparent
 from shared.domain.api.phase import ProcessPhase as P
 from shared.kube import tracing
 from shared.kube.client import APPLY_PATCH, MERGE_PATCH, request_attributes
@@ -98,10 +98,16 @@ def test_an_export_job_carries_the_traceparent_only_when_given_one() -> None:
     traced = with_traceparent(job, W3C_EXAMPLE)
     container = as_json(traced)["spec"]["template"]["spec"]["containers"][0]
     assert container["env"] == [{"name": "TRACEPARENT", "value": W3C_EXAMPLE}]
-    assert traceparent_of(json.dumps(as_json(traced)).encode()) == W3C_EXAMPLE
+    assert tracing_env_of(json.dumps(as_json(traced)).encode()) == (W3C_EXAMPLE, {})
     # without one (tracing off, or a Job created without it): the rendered manifest, byte for byte
     assert as_json(with_traceparent(traced, None)) == as_json(job)
-    assert traceparent_of(json.dumps(as_json(job)).encode()) is None
+    assert tracing_env_of(json.dumps(as_json(job)).encode()) == (None, {})
+    # the forwarded settings come before it, sorted, and are read back with it
+    forwarded = {"OTEL_TRACES_SAMPLER": "parentbased_always_on", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://j:4318"}
+    both = as_json(with_traceparent(job, W3C_EXAMPLE, forwarded))
+    assert [e["name"] for e in both["spec"]["template"]["spec"]["containers"][0]["env"]] == [
+        "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "TRACEPARENT"]
+    assert tracing_env_of(json.dumps(both).encode()) == (W3C_EXAMPLE, forwarded)
     # replacing keeps one variable
     again = with_traceparent(traced, "00-" + "1" * 32 + "-" + "2" * 16 + "-00")
     assert as_json(again)["spec"]["template"]["spec"]["containers"][0]["env"] == [
