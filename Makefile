@@ -35,7 +35,7 @@ lint: $(BIN)/.installed
 unit: $(BIN)/.installed
 	$(BIN)/pytest -m "not integration"
 
-## control-plane: build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd, containerd, the node's base and pause images, helm, kubeconform, the kstatus judge, the Flux controllers, the registry and oras if not cached
+## control-plane: build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd, containerd, the node's base and pause images, helm, kubeconform, the kstatus judge, the Flux controllers, the registry, oras and Jaeger if not cached
 control-plane: $(BIN)/.installed debian-deps
 	$(BIN)/tatara control-plane build
 	$(BIN)/python -m tools.controlplane.containerd
@@ -44,6 +44,7 @@ control-plane: $(BIN)/.installed debian-deps
 	$(BIN)/python -m tools.helm_bin
 	$(BIN)/python -m tools.kubeconform_bin
 	$(BIN)/python -m tools.controlplane.kstatus
+	$(BIN)/python -m tools.controlplane.jaeger
 
 ## debian-deps: install the Debian packages above that are missing (apt-get; sudo when not root); a Prometheus
 ## service the package enables on a systemd host is stopped and disabled again (the tests run their own)

@@ -26,15 +26,18 @@ after the apply; Attested after Ready — the earlier phases are folded into the
 docs/behaviour.md#folded-phases), and one Event per recorded transition (4). That is 5 writes + 4 Events
 = **9**; the ProcessTable status writer is batched (≈0 per Process at scale). Reads come from caches (0).
 
-Usage: ``.venv/bin/python -m bench.reconciler_bench [--processes 1000] [--profile FILE]``. Prints a table,
-each figure with its design minimum or goal; ``--profile`` attaches py-spy to the reconciler while the
-Processes converge and writes raw collapsed stacks to FILE.
+Usage: ``.venv/bin/python -m bench.reconciler_bench [--processes 1000] [--profile FILE] [--tracing MODES]``.
+Prints a table, each figure with its design minimum or goal; ``--profile`` attaches py-spy to the reconciler
+while the Processes converge and writes raw collapsed stacks to FILE. ``--tracing off,1.0,0.1`` runs once per
+mode on a fresh control plane (tracing off; on with a parent-based ratio sampler at 100 % and 10 %, the spans
+exported to a real Jaeger, docs/runtime.md#traces) and prints the cost of tracing per Process.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -58,6 +61,7 @@ from tests.support.kube import install_crds
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
 from tools.crds import all_crds
+from tools.jaeger_server import JaegerServer
 from tools.standins.flux import FluxStandIn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,8 +144,9 @@ def stop_profiler(profiler: subprocess.Popen[bytes] | None) -> None:
         profiler.wait(timeout=60)
 
 
-def start_reconciler(control_plane: LocalControlPlane, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
+def start_reconciler(control_plane: LocalControlPlane, port: int, log: Path,
+                     extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig), **(extra_env or {})}
     with log.open("wb") as sink:
         return subprocess.Popen(
             [sys.executable, "-m", "reconciler.main", "--leader-elect", "false", "--watch-namespace", NAMESPACE,
@@ -149,12 +154,21 @@ def start_reconciler(control_plane: LocalControlPlane, port: int, log: Path) -> 
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=sink)
 
 
-async def bench(control_plane: LocalControlPlane, n: int) -> dict[str, Any]:
+def tracing_env(mode: str, jaeger: JaegerServer | None) -> dict[str, str]:
+    """The reconciler's environment for a ``--tracing`` mode: ``off`` (no endpoint), or a parent-based ratio
+    sampler at ``mode`` (``1.0``: every trace) exporting to ``jaeger``."""
+    if mode == "off" or jaeger is None:
+        return {}
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp_http_url, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": mode}
+
+
+async def bench(control_plane: LocalControlPlane, n: int, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     client = await KubeClient.from_kubeconfig(control_plane.kubeconfig)
     await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     port = free_port()
     log = control_plane.dir / "reconciler.log"
-    proc = start_reconciler(control_plane, port, log)
+    proc = start_reconciler(control_plane, port, log, extra_env)
     ready_at: dict[str, float] = {}
     phases: dict[str, list[tuple[float, str]]] = {}
     attested: set[str] = set()
@@ -270,13 +284,41 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1000)
     parser.add_argument("--profile", type=Path, default=None,
                         help="attach py-spy to the reconciler while Processes converge; raw stacks to this file")
+    parser.add_argument("--tracing", default="off",
+                        help="comma-separated modes, each a run on a fresh control plane: off, or a sampling ratio "
+                             "(1.0, 0.1) with spans exported to a real Jaeger; several print the cost table")
     args = parser.parse_args()
     global PROFILE
     PROFILE = args.profile
-    with LocalControlPlane(controller_manager=False) as control_plane:
-        install_crds(control_plane.kubeconfig, all_crds())
-        result = asyncio.run(bench(control_plane, args.processes))
-    report(result)
+    modes = [m.strip() for m in args.tracing.split(",") if m.strip()]
+    results: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        jaeger = stack.enter_context(JaegerServer()) if any(m != "off" for m in modes) else None
+        for mode in modes:
+            with LocalControlPlane(controller_manager=False) as control_plane:
+                install_crds(control_plane.kubeconfig, all_crds())
+                results[mode] = asyncio.run(bench(control_plane, args.processes, tracing_env(mode, jaeger)))
+            if len(modes) == 1:
+                report(results[mode])
+    if len(modes) > 1:
+        report_tracing_cost(results)
+
+
+def report_tracing_cost(results: dict[str, dict[str, Any]]) -> None:
+    """One row per tracing mode: CPU per Process, wall time, reconciles and requests per Process."""
+    base = results.get("off")
+    rows = []
+    for mode, r in results.items():
+        n = r["n"]
+        cpu = 1000 * r["cpu"] / n
+        extra = ""
+        if base is not None and mode != "off":
+            extra = f"  ({100 * (r['cpu'] / base['cpu'] - 1):+.0f} % over off)"
+        label = "tracing off" if mode == "off" else f"tracing on, sampled {100 * float(mode):g} %"
+        reconciles = sum(v for k, v in r["requests"].items() if k.startswith("reconcile ")) / n
+        rows.append((label, f"CPU {cpu:.1f} ms/Process{extra}, wall {r['wall']:.1f} s, "
+                            f"{reconciles:.2f} reconciles/Process"))
+    print_rows(rows)
 
 
 if __name__ == "__main__":

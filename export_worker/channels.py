@@ -3,13 +3,14 @@
 — docs/behaviour.md#the-export-worker. Each shipper only executes; what its result means is
 :mod:`export_worker.outcome`. Every failure becomes an outcome, never an exception:
 
-* HTTP: POST of the compact bytes with ``Content-Type: application/json``, ``X-Tatara-Signal-Type`` and,
-  given a key, ``Idempotency-Key``, 15 s for the whole exchange; 2xx → Shipped, another status → Rejected
-  ``HTTP <code> <reason>``, no answer → Failed ``HTTP error: …``;
+* HTTP: POST of the compact bytes with ``Content-Type: application/json``, ``X-Tatara-Signal-Type``, given a
+  key ``Idempotency-Key``, and with tracing on ``traceparent``, 15 s for the whole exchange; 2xx → Shipped,
+  another status → Rejected ``HTTP <code> <reason>``, no answer → Failed ``HTTP error: …``;
 * NATS: connect (once, no reconnects) → Failed ``NATS connect: …``; the publish (with ``Nats-Msg-Id`` given a
-  key) cannot be sent → Rejected ``NATS publish: …``; no acknowledgement, or a JetStream error in it → Failed
-  ``NATS ack: …``; an acknowledgement saying ``duplicate`` → Shipped, duplicate, with the bytes of the message
-  the stream kept when they can be read back (docs/behaviour.md#exactly-once-where-the-sink-allows-it);
+  key, and ``traceparent`` with tracing on) cannot be sent → Rejected ``NATS publish: …``; no acknowledgement,
+  or a JetStream error in it → Failed ``NATS ack: …``; an acknowledgement saying ``duplicate`` → Shipped,
+  duplicate, with the bytes of the message the stream kept when they can be read back
+  (docs/behaviour.md#exactly-once-where-the-sink-allows-it);
 * stdout: one line of compact JSON, or pretty JSON, then a newline → Shipped;
 * a channel union with zero or several slots → Failed ``channel: <union error>``.
 """
@@ -32,8 +33,10 @@ from export_worker.outcome import ExportOutcome, http_outcome
 from shared.domain.api.export import HttpEventChannel, NatsSubjectChannel, StdoutChannel, VectorChannel
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.export_key import idempotency_key_header
+from shared.kube import tracing
 
-__all__ = ["HTTP_TIMEOUT", "IDEMPOTENCY_KEY", "NATS_MSG_ID", "NATS_TIMEOUT", "carries_key", "ship"]
+__all__ = ["HTTP_TIMEOUT", "IDEMPOTENCY_KEY", "NATS_MSG_ID", "NATS_TIMEOUT", "TRACEPARENT_HEADER", "carries_key",
+           "ship"]
 
 HTTP_TIMEOUT: Final = 15.0
 """Seconds for one HTTP export, connect to last byte (the reference's client timeout)."""
@@ -47,6 +50,10 @@ NATS_MSG_ID: Final = "Nats-Msg-Id"
 IDEMPOTENCY_KEY: Final = "Idempotency-Key"
 """The HTTP header carrying the key (the IETF httpapi idempotency-key draft)."""
 
+TRACEPARENT_HEADER: Final = "traceparent"
+"""The W3C Trace Context header an HTTP request or a NATS message carries when tracing is on: the worker's
+``ship`` span (docs/runtime.md#traces)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -59,6 +66,9 @@ async def ship_http(channel: HttpEventChannel, event_bytes: bytes, key: str | No
     headers = {"Content-Type": "application/json", "X-Tatara-Signal-Type": channel.signal_type}
     if key is not None:
         headers[IDEMPOTENCY_KEY] = idempotency_key_header(key)
+    traceparent = tracing.current_traceparent()
+    if traceparent is not None:
+        headers[TRACEPARENT_HEADER] = traceparent
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT)) as session, \
                 session.post(channel.resolved_endpoint, data=event_bytes, headers=headers) as response:
@@ -106,6 +116,9 @@ async def ship_nats(channel: NatsSubjectChannel, event_bytes: bytes, run_id: str
     try:
         js = client.jetstream(timeout=NATS_TIMEOUT)
         headers = {NATS_MSG_ID: key} if key is not None else None
+        traceparent = tracing.current_traceparent()
+        if traceparent is not None:
+            headers = {**(headers or {}), TRACEPARENT_HEADER: traceparent}
         ack = await js.publish(expand_subject(channel.subject, run_id), event_bytes, headers=headers)
         if ack.duplicate and key is not None:
             log.info("nats: %s/%d already holds %s %s: not stored again", ack.stream, ack.seq, NATS_MSG_ID, key)

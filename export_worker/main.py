@@ -10,22 +10,27 @@ did not (the receipt says why) or the receipt could not be written or the creden
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import anyio
+from opentelemetry import trace
+from opentelemetry.trace import StatusCode
 
 from export_worker.config import WorkerConfig, parse_or_exit
 from export_worker.worker import run_export
 from shared import __version__
-from shared.kube import entrypoint
+from shared.kube import entrypoint, tracing
 from shared.kube.client import KubeClient
 from shared.kube.errors import ApiError
 
 NAME = "tatara-export-worker"
 
 log = logging.getLogger(NAME)
+
+_TRACER = trace.get_tracer("tatara.export_worker")
 
 
 def _now() -> datetime:
@@ -39,13 +44,18 @@ async def serve(config: WorkerConfig) -> int:
     except Exception as err:  # config loading raises several unrelated types
         log.error("cannot load Kubernetes credentials: %s", err)
         return 1
-    try:
-        run = await run_export(client, config, now=_now, out=sys.stdout)
-    except ApiError as err:
-        log.error("receipt %s/%s not written: %s", config.process_namespace, config.receipt_configmap, err)
-        return 1
-    finally:
-        await client.close()
+    parent = tracing.context_from_traceparent(os.environ.get(tracing.TRACEPARENT)) if tracing.enabled else None
+    attributes = {"k8s.namespace.name": config.process_namespace, "k8s.object.name": config.process_name,
+                  "tatara.receipt": config.receipt_configmap}
+    with _TRACER.start_as_current_span("export", context=parent, attributes=attributes) as span:
+        try:
+            run = await run_export(client, config, now=_now, out=sys.stdout)
+        except ApiError as err:
+            log.error("receipt %s/%s not written: %s", config.process_namespace, config.receipt_configmap, err)
+            span.set_status(StatusCode.ERROR, str(err))
+            return 1
+        finally:
+            await client.close()
     return 0 if run.outcome.is_shipped else 1
 
 
@@ -55,7 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config is None:
         return 0
     log.info("export of %s/%s, receipt %s", config.process_namespace, config.process_name, config.receipt_configmap)
-    return anyio.run(serve, config)
+    try:
+        return anyio.run(serve, config)
+    finally:
+        tracing.shutdown_tracing()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ from typing import Final, TextIO
 
 import anyio
 import msgspec
+from opentelemetry import trace
+from opentelemetry.trace import StatusCode
 
 from export_worker.channels import carries_key, ship
 from export_worker.config import WorkerConfig
@@ -33,6 +35,7 @@ from shared.domain import annotations as ann
 from shared.domain.api.receipt import ReceiptEnvelope
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.resources import PROCESSES
+from shared.kube import tracing
 from shared.kube.api import KubeApi
 from shared.kube.client import CONFIG_MAPS
 from shared.kube.errors import ApiError, NotFound, ServerError, TooManyRequests
@@ -51,6 +54,8 @@ _EVENT_REASONS: Final = {OutcomeKind.SHIPPED: "ExportShipped", OutcomeKind.REJEC
                          OutcomeKind.FAILED: "ExportFailed"}
 
 log = logging.getLogger("tatara-export-worker")
+
+_TRACER = trace.get_tracer("tatara.export_worker")
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,8 @@ async def run_export(client: KubeApi, config: WorkerConfig, *, now: Callable[[],
     unparsable: tuple[str, ...] = ()
     try:
         source = spec.source.variant()
-        artifact = await read_artifact(client, source, namespace, name)
+        with _TRACER.start_as_current_span("read source"):
+            artifact = await read_artifact(client, source, namespace, name)
     except VariantError as err:
         outcome = ExportOutcome.failed(f"source: {err}")
     except SourceError as err:
@@ -151,7 +157,12 @@ async def run_export(client: KubeApi, config: WorkerConfig, *, now: Callable[[],
                             now=now())
         event_bytes = event.compact()
         try:
-            outcome = await ship(spec.channel, event, event_bytes, run_id, out, config.idempotency_key)
+            with _TRACER.start_as_current_span("ship") as span:
+                outcome = await ship(spec.channel, event, event_bytes, run_id, out, config.idempotency_key)
+                if tracing.enabled:
+                    tracing.annotate(tatara_export_outcome=outcome.kind.value, tatara_export_bytes=len(event_bytes))
+                    if not outcome.is_shipped:
+                        span.set_status(StatusCode.ERROR, outcome.message)
         except Exception as err:  # the shippers turn every failure they know into an outcome; this is the rest
             log.exception("shipping failed unexpectedly")
             outcome = ExportOutcome.failed(f"channel: {type(err).__name__}: {err}")
@@ -168,8 +179,10 @@ async def run_export(client: KubeApi, config: WorkerConfig, *, now: Callable[[],
     envelope = export_receipt(spec=spec, event_bytes=event_bytes, outcome=outcome, previous_root=config.previous_root,
                               run_id=run_id, process_ref=process_ref, now=now(), skipped_receipts=skipped,
                               idempotency_key=sent_key)
-    await write_receipt(client, config, envelope, process_ref)
+    with _TRACER.start_as_current_span("write receipt"):
+        await write_receipt(client, config, envelope, process_ref)
     log.info("receipt %s/%s written (composed root %s)", namespace, config.receipt_configmap,
              envelope.composed_root)
-    await _announce(client, config, outcome, unparsable)
+    with _TRACER.start_as_current_span("announce"):
+        await _announce(client, config, outcome, unparsable)
     return ExportRun(outcome, envelope)

@@ -55,6 +55,7 @@ from shared.domain.api.process import Process
 from shared.domain.group import GROUP
 from shared.domain.manifests.batch import ObservedJob
 from shared.domain.resources import EPHEMERAL_ALLOCATIONS, EPHEMERAL_POOLS
+from shared.kube import tracing
 from shared.kube.controller import Controller, Request, Result, generation_or_metadata_changed
 from shared.kube.expectations import LAG_REQUEUE_SECONDS
 from shared.kube.finalizer import Apply, Cleanup, Outcome, finalize
@@ -164,6 +165,12 @@ class PoolReconciler:
     async def _pass(self, step: Apply[EphemeralPool] | Cleanup[EphemeralPool]) -> Outcome:
         """Decide on the cached pool and execute; released once a deleting pool has no member left."""
         decision = self.decide(self.observe(step.obj))
+        if tracing.enabled:
+            tracing.annotate(tatara_phase_before=step.obj.status.phase.value if step.obj.status else "",
+                             tatara_decision_create=len(decision.create), tatara_decision_patch=len(decision.patch),
+                             tatara_decision_delete=len(decision.delete), tatara_decision_apply=len(decision.apply),
+                             tatara_decision_requeue_after=(decision.requeue_after
+                                                            if decision.requeue_after is not None else -1))
         if decision.create or decision.delete or decision.patch:
             log.info("pool pass: %d create, %d patch, %d delete", len(decision.create), len(decision.patch),
                      len(decision.delete))
@@ -371,6 +378,10 @@ class AllocationReconciler:
         if basis is None:
             return Outcome(Result.done())  # deleted since it was cached
         decision = basis.decision
+        if tracing.enabled:
+            tracing.annotate(tatara_phase_before=basis.obj.phase.value, tatara_decision=decision.action,
+                             tatara_decision_requeue_after=(decision.requeue_after
+                                                            if decision.requeue_after is not None else -1))
         if decision.claim is not None or decision.status is not None:
             log.info("allocation pass: %s", decision.action)
         guard = basis.obj.metadata.resource_version if basis.live else None

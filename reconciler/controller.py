@@ -96,6 +96,7 @@ from shared.domain.api.table import PROCESS_TABLE_NAME, ClaimRecord, ProcessTabl
 from shared.domain.group import GROUP
 from shared.domain.manifests.batch import Job, ObservedJob
 from shared.domain.resources import PROCESSES
+from shared.kube import tracing
 from shared.kube.api import KubeApi
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.errors import Conflict
@@ -276,11 +277,14 @@ class ProcessReconciler:
         observed = await self.observe(process)
         with log_context(phase=process.phase.value):
             decision, allocated = await self._decided(observed)
+            if tracing.enabled:
+                annotate_decision(process, decision)
             guard = process.metadata.resource_version if allocated else None
             try:
                 written = await self.executor.execute(process, decision, guard=guard)
             except Conflict:
                 log.debug("the Process changed since the cache showed it; deciding again in %.0f s", CONFLICT_REQUEUE)
+                tracing.annotate(tatara_write_conflict=True)
                 return Outcome(Result.after(CONFLICT_REQUEUE))
             except WriteRefused as refused:
                 await self._surface(dataclasses.replace(observed, process=process), refused)
@@ -413,3 +417,17 @@ class ProcessReconciler:
         return tuple(
             sibling_of(p, ProcessPhase.FORKING if process_ref(p) in self._admitted else None)
             for p in self.processes.by_index(CONCURRENCY, key) if process_ref(p) != me)
+
+
+def annotate_decision(process: Process, decision: Decision) -> None:
+    """The reconcile span's account of ``decision`` (docs/runtime.md#traces): the phase before and after,
+    the phases it passed through, what it writes, and its requeue."""
+    after = decision.transition.target.value if decision.transition is not None else process.phase.value
+    writes = [f"{len(decision.apply)} apply"] if decision.apply else []
+    writes += [f"{len(decision.delete)} delete"] if decision.delete else []
+    writes += ["status"] if decision.status is not None else []
+    writes += [f"{len(decision.events)} event"] if decision.events else []
+    tracing.annotate(tatara_phase_before=process.phase.value, tatara_phase_after=after,
+                     tatara_decision=" → ".join(t.target.value for t in decision.transitions) or "no transition",
+                     tatara_decision_writes=", ".join(writes) or "none",
+                     tatara_decision_requeue_after=decision.requeue_after if decision.requeue_after is not None else -1)

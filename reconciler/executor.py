@@ -35,13 +35,16 @@ import msgspec
 
 from reconciler.children import ChildRef
 from reconciler.decision import Decision
+from reconciler.exports import tracing_env_of, with_traceparent
 from reconciler.metrics import ProcessMetrics
 from reconciler.refusals import KIND_NOT_SERVED, WRITE_REFUSED, WriteRefused
 from reconciler.render import FIELD_MANAGER, manifest_ref
 from shared.domain import annotations as ann
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
+from shared.domain.manifests.batch import Job
 from shared.domain.resources import PROCESSES
+from shared.kube import tracing
 from shared.kube.api import KubeApi
 from shared.kube.client import Resource
 from shared.kube.discovery import RESTMapper, UnknownKind
@@ -84,6 +87,31 @@ def _refusals(verb: str, ref: ChildRef) -> Iterator[None]:
     except _REFUSED as err:
         raise WriteRefused(verb, ref, f"{err.status} {err.reason}: {err.message}", status=err.status,
                            why=WRITE_REFUSED) from err
+
+
+async def apply_traced_job(client: KubeApi, resource: Resource, job: Job) -> bytes:
+    """Apply ``job`` with this reconcile's ``TRACEPARENT`` and the reconciler's own ``OTEL_*`` settings
+    (:func:`reconciler.exports.with_traceparent`); the stored Job.
+
+    A Job's pod template is immutable: when the Job exists already (the cache had not shown it, so the
+    decision started it again) the apply is refused 422, and is then made again with the values the
+    stored Job holds (none, for a Job created with tracing off), the same manifest as at its creation
+    (docs/runtime.md#traces).
+
+    Raises:
+        shared.kube.errors.ApiError: the apply failed otherwise.
+    """
+    try:
+        return await apply(client, resource, with_traceparent(job, tracing.current_traceparent(),
+                                                              tracing.forwarded_env()),
+                           field_manager=FIELD_MANAGER)
+    except Invalid:
+        try:
+            stored = await client.get(resource, job.metadata.name or "", job.metadata.namespace)
+        except NotFound:
+            raise  # the 422 was about something else
+        return await apply(client, resource, with_traceparent(job, *tracing_env_of(stored)),
+                           field_manager=FIELD_MANAGER)
 
 
 class Executor:
@@ -132,7 +160,10 @@ class Executor:
         for manifest in decision.apply:
             with _refusals("apply", manifest_ref(manifest)):
                 resource = await self.mapper.resource_for(manifest.api_version, manifest.kind)
-                applied = await apply(self.client, resource, manifest, field_manager=FIELD_MANAGER)
+                if tracing.enabled and isinstance(manifest, Job):
+                    applied = await apply_traced_job(self.client, resource, manifest)
+                else:
+                    applied = await apply(self.client, resource, manifest, field_manager=FIELD_MANAGER)
             if self.child_writes is not None:
                 self.child_writes.wrote(f"{ns}/{name}", resource, _STORED.decode(applied).metadata.resource_version)
         for ref in decision.delete:

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Final
 
+import msgspec
+
 from reconciler.boundary import receipt_of
 from reconciler.children import ChildRef, ChildState
 from reconciler.config import ReconcilerConfig
@@ -30,6 +32,7 @@ from shared.domain.export_key import export_key
 from shared.domain.manifests.batch import (
     Capabilities,
     Container,
+    EnvVar,
     Job,
     JobSpec,
     JobWaiting,
@@ -41,6 +44,7 @@ from shared.domain.manifests.batch import (
     SeccompProfile,
     SecurityContext,
 )
+from shared.kube import tracing
 from shared.kube.meta import ObjectMeta, namespace_of
 
 __all__ = [
@@ -59,6 +63,8 @@ __all__ = [
     "latest_warning",
     "receipt_config_map_name",
     "receipt_refs",
+    "tracing_env_of",
+    "with_traceparent",
     "without_pod",
 ]
 
@@ -176,6 +182,64 @@ def export_job(process: Process, index: int, export: ExportSpec, *, owner_uid: s
             ),
         ),
     )
+
+
+def with_traceparent(job: Job, traceparent: str | None, forwarded: Mapping[str, str] | None = None) -> Job:
+    """``job`` with env ``TRACEPARENT=traceparent`` on its container (``traceparent`` None: without it), the
+    W3C trace context its worker continues, after the ``forwarded`` variables (the reconciler's own
+    ``OTEL_*`` settings, :func:`shared.kube.tracing.forwarded_env`, so the worker exports where it does;
+    docs/runtime.md#traces).
+
+    The decision never renders it: the executor adds it when tracing is on, to the Job it creates, so the
+    Job of a given Process generation stays one manifest whatever reconcile applies it
+    (:meth:`reconciler.executor.Executor.execute` keeps an existing Job's value)."""
+    container = job.spec.template.spec.containers[0]
+    names = {tracing.TRACEPARENT, *(forwarded or {})}
+    env = [e for e in container.env or () if e.name not in names]
+    env += [EnvVar(name=name, value=value) for name, value in sorted((forwarded or {}).items())]
+    if traceparent is not None:
+        env.append(EnvVar(name=tracing.TRACEPARENT, value=traceparent))
+    traced = msgspec.structs.replace(container, env=env or None)
+    pod = msgspec.structs.replace(job.spec.template.spec,
+                                  containers=[traced, *job.spec.template.spec.containers[1:]])
+    template = msgspec.structs.replace(job.spec.template, spec=pod)
+    return msgspec.structs.replace(job, spec=msgspec.structs.replace(job.spec, template=template))
+
+
+def tracing_env_of(stored_job: bytes) -> tuple[str | None, dict[str, str]]:
+    """The ``TRACEPARENT`` and the forwarded ``OTEL_*`` variables (:data:`shared.kube.tracing.FORWARDED`) a stored
+    Job's first container holds (JSON as the API server returns it): what :func:`with_traceparent` takes to
+    render that Job again."""
+    stored = msgspec.json.decode(stored_job, type=_StoredJob)
+    containers = stored.spec.template.spec.containers
+    env = {v.name: v.value or "" for v in (containers[0].env if containers else ())
+           if v.name == tracing.TRACEPARENT or v.name in tracing.FORWARDED}
+    return env.pop(tracing.TRACEPARENT, None), env
+
+
+class _StoredEnv(msgspec.Struct):
+    name: str
+    value: str | None = None
+
+
+class _StoredContainer(msgspec.Struct):
+    env: list[_StoredEnv] = []
+
+
+class _StoredPodSpec(msgspec.Struct):
+    containers: list[_StoredContainer] = []
+
+
+class _StoredTemplate(msgspec.Struct):
+    spec: _StoredPodSpec = msgspec.field(default_factory=_StoredPodSpec)
+
+
+class _StoredJobSpec(msgspec.Struct):
+    template: _StoredTemplate = msgspec.field(default_factory=_StoredTemplate)
+
+
+class _StoredJob(msgspec.Struct):
+    spec: _StoredJobSpec = msgspec.field(default_factory=_StoredJobSpec)
 
 
 def export_index(job: ObservedJob) -> int | None:

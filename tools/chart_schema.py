@@ -81,6 +81,12 @@ def common_properties(lease_name: str) -> dict[str, Any]:
         "healthPort": _PORT,
         "extraArgs": {"type": "array", "items": {"type": "string"}},
         "extraEnv": {"type": "array", "items": _k8s("envVar")},
+        "tracing": _closed({
+            "otlpEndpoint": _STR,
+            "sampler": {"enum": ["always_on", "always_off", "traceidratio", "parentbased_always_on",
+                                 "parentbased_always_off", "parentbased_traceidratio"]},
+            "samplerRatio": {"type": "string", "pattern": r"^(0(\.[0-9]+)?|1(\.0+)?)$"},
+        }),
         "serviceAccount": _closed({
             "create": _BOOL, "name": _STR, "annotations": _STR_MAP, "automountServiceAccountToken": _BOOL,
         }),

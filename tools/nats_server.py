@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -30,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tools.controlplane.cluster import free_port
-from tools.processes import die_with_parent, log_tail, stop_process_groups
+from tools.processes import log_tail, serve_until_signalled, start_server, stop_process_groups, wait_until_ready
 
 START_TIMEOUT = 30.0
 """Seconds to wait for ``/healthz`` after the start."""
@@ -99,17 +97,12 @@ class NatsServer:
         store.mkdir(parents=True, exist_ok=True)
         args = [str(binary), "--addr", "127.0.0.1", "--port", str(self.port), "--http_port", str(self.monitor_port),
                 "--jetstream", "--store_dir", str(store)]
-        with open(self.log_path, "ab") as out:
-            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True, preexec_fn=die_with_parent())
-        deadline = time.monotonic() + START_TIMEOUT
-        while not self._healthy():
-            if self.process.poll() is not None:
-                raise NatsServerError(f"nats-server exited with {self.process.returncode}:\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise NatsServerError(f"nats-server not healthy after {START_TIMEOUT:.0f} s:\n{self.log_tail()}")
-            time.sleep(0.05)
+        self.process = start_server(args, self.log_path)
+
+        def failed(why: str) -> NatsServerError:
+            return NatsServerError(f"nats-server {why}:\n{self.log_tail()}")
+
+        wait_until_ready(self.process, self._healthy, timeout=START_TIMEOUT, failed=failed, stop=self.stop)
         return self
 
     def _healthy(self) -> bool:
@@ -145,20 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
     parser.add_argument("--store-dir", type=Path, default=None, help="JetStream store folder (default: a temp one)")
     args = parser.parse_args(argv)
-    stop = False
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_signal)
     with NatsServer(port=args.port, store_dir=args.store_dir) as nats:
         print(nats.url, flush=True)
-        try:
-            while not stop and nats.process is not None and nats.process.poll() is None:
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
+        serve_until_signalled(lambda: nats.process is not None and nats.process.poll() is None)
     return 0
 
 

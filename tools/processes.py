@@ -90,3 +90,41 @@ def log_tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def start_server(argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a loopback server ``argv`` in its own session, dying with us, stdout and stderr appended to
+    ``log_path``."""
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=die_with_parent())
+
+
+def wait_until_ready(proc: subprocess.Popen[bytes], ready: Callable[[], bool], *, timeout: float,
+                     failed: Callable[[str], Exception], stop: Callable[[], None]) -> None:
+    """Poll ``ready()`` until it holds; ``failed(why)`` is raised when ``proc`` exits first, or (after
+    ``stop()``) when ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            raise failed(f"exited with {proc.returncode}")
+        if time.monotonic() > deadline:
+            stop()
+            raise failed(f"not ready after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def serve_until_signalled(running: Callable[[], bool]) -> None:
+    """The standalone ``python -m tools.<server>``: return on SIGTERM, Ctrl-C, or once ``running()`` is False."""
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        while not stop and running():
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass

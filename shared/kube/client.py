@@ -23,8 +23,11 @@ import aiohttp
 import aiohttp.http_exceptions
 import msgspec
 from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, StatusCode
 from yarl import URL
 
+from shared.kube import tracing as _tracing
 from shared.kube.errors import ApiError, Unauthorized, api_error
 from shared.kube.kubeconfig import (
     SERVICE_CERT_FILENAME,
@@ -54,6 +57,41 @@ without the buffer growing line by line."""
 
 APPLY_PATCH = "application/apply-patch+yaml"
 """Server-side apply; a JSON document is valid YAML, so the body stays JSON."""
+
+_TRACER = trace.get_tracer("tatara.kube.client")
+
+_VERBS = {"POST": "create", "PUT": "update", "DELETE": "delete"}
+
+
+def request_attributes(method: str, path: str, query: Mapping[str, Any] | None,
+                       content_type: str | None) -> tuple[str, dict[str, str]]:
+    """The Kubernetes verb of a request (``get``, ``list``, ``create``, ``update``, ``patch``, ``apply``,
+    ``delete``: the API server's audit verbs, ``apply`` for a server-side apply) and its span attributes:
+    ``k8s.verb``, ``k8s.resource`` (``plural`` or ``plural/subresource``), ``k8s.namespace.name`` and
+    ``k8s.object.name`` when the path has them, ``http.request.method``, ``url.path``.
+
+    ``path`` is ``/api/v1/...`` or ``/apis/<group>/<version>/...``; another path (discovery: ``/api/v1``,
+    ``/apis/batch/v1``, ``/version``) is its own resource, read with ``get``."""
+    parts = [p for p in path.split("/") if p]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else []
+    namespace = ""
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        namespace, rest = rest[1], rest[2:]
+    resource, name = (rest[0] if rest else path), (rest[1] if len(rest) > 1 else "")
+    if len(rest) > 2:
+        resource += "/" + "/".join(rest[2:])
+    if method == "GET":
+        verb = "get" if name or not rest else "watch" if (query or {}).get("watch") else "list"
+    elif method == "PATCH":
+        verb = "apply" if content_type == APPLY_PATCH else "patch"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    attributes = {"k8s.verb": verb, "k8s.resource": resource, "http.request.method": method, "url.path": path}
+    if namespace:
+        attributes["k8s.namespace.name"] = namespace
+    if name:
+        attributes["k8s.object.name"] = name
+    return verb, attributes
 
 
 @dataclass(frozen=True)
@@ -262,8 +300,26 @@ class KubeClient:
         """
         if body is not None and content_type is None:
             content_type = JSON
+        if _tracing.enabled:
+            return await self._traced(method, path, query, body, content_type, request_timeout)
+        return await self._request(method, path, query, body, content_type, request_timeout, None)
+
+    async def _traced(self, method: str, path: str, query: Mapping[str, Any] | None, body: bytes | None,
+                      content_type: str | None, request_timeout: float | None) -> bytes:
+        """:meth:`request` inside a client span (docs/runtime.md#traces): ``<verb> <resource>``, the
+        Kubernetes verb, resource, namespace and name, the response status and the credential retries."""
+        verb, attributes = request_attributes(method, path, query, content_type)
+        with _TRACER.start_as_current_span(f"{verb} {attributes['k8s.resource']}", kind=SpanKind.CLIENT,
+                                           attributes=attributes) as span:
+            return await self._request(method, path, query, body, content_type, request_timeout, span)
+
+    async def _request(self, method: str, path: str, query: Mapping[str, Any] | None, body: bytes | None,
+                       content_type: str | None, request_timeout: float | None, span: Span | None) -> bytes:
         for attempt in (1, 2):
             headers = await self._headers(content_type, JSON)
+            if span is not None:
+                headers["traceparent"] = _tracing.format_traceparent(span.get_span_context())
+                span.set_attribute("tatara.retries", attempt - 1)
             client_timeout = aiohttp.ClientTimeout(total=request_timeout or self.timeout)
             try:
                 async with self._session.request(
@@ -272,12 +328,18 @@ class KubeClient:
                 ) as resp:
                     data = await resp.read()
                     self._observe(method, resp.status)
+                    if span is not None:
+                        span.set_attribute("http.response.status_code", resp.status)
                     if 200 <= resp.status < 300:
                         return data
+                    if span is not None:
+                        span.set_status(StatusCode.ERROR, f"HTTP {resp.status}")
                     error = api_error(resp.status, data)
                     error.retry_after = _retry_after(resp.headers.get("Retry-After"))
             except (TimeoutError, aiohttp.ClientError) as err:
                 self._observe(method, 0)
+                if span is not None:
+                    span.set_status(StatusCode.ERROR, f"{type(err).__name__}: {err}")
                 raise ApiError(0, type(err).__name__, f"{method} {path}: {err}") from err
             if isinstance(error, Unauthorized):
                 self._unauthorized()

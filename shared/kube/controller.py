@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 from opentelemetry import trace
 
+from shared.kube import tracing
 from shared.kube.errors import ApiError
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.logcontext import log_context
@@ -154,6 +155,8 @@ class Controller(Generic[T]):
                                                    metrics=self.metrics.workqueue(name))
         self._informers: list[Informer[Any]] = [primary]
         self._tracer = trace.get_tracer("tatara.controller")
+        if tracing.enabled:
+            self.queue.waits = {}
         primary_predicates = tuple(predicates)
 
         def on_primary(event: WatchEventType, old: T | None, new: T) -> None:
@@ -237,6 +240,9 @@ class Controller(Generic[T]):
                       "k8s.object.name": request.name}
         with log_context(controller=name, namespace=request.namespace or "", name=request.name), \
                 self._tracer.start_as_current_span(f"reconcile {name}", attributes=attributes) as span:
+            if self.queue.waits is not None:
+                span.set_attribute("tatara.queue.wait_seconds", self.queue.waits.pop(request, 0.0))
+                span.set_attribute("tatara.queue.requeues", self.queue.num_requeues(request))
             try:
                 result = await self.reconcile(request) or Result.done()
             except TerminalError as err:
@@ -264,9 +270,18 @@ class Controller(Generic[T]):
                     self.queue.add_rate_limited(request)
                 return
             finally:
-                m.reconcile_time_seconds.labels(name).observe(time.perf_counter() - started)
+                elapsed = time.perf_counter() - started
+                if self.queue.waits is not None and span.get_span_context().trace_flags.sampled:
+                    # the exemplar: this observation's trace (docs/runtime.md#traces)
+                    m.reconcile_time_seconds.labels(name).observe_with_exemplar(elapsed, tracing.log_ids())
+                else:
+                    m.reconcile_time_seconds.labels(name).observe(elapsed)
                 active.dec()
             self.queue.forget(request)
+            if self.queue.waits is not None:
+                span.set_attribute("tatara.result", "requeue_after" if result.requeue_after is not None else "success")
+                if result.requeue_after is not None:
+                    span.set_attribute("tatara.requeue_after_seconds", result.requeue_after)
             if result.requeue_after is not None:
                 m.reconcile_total.labels(name, "requeue_after").inc()
                 self.queue.add_after(request, result.requeue_after, urgent=result.urgent)

@@ -21,7 +21,7 @@ from shared.kube.leader import LeadershipLost
 from shared.kube.logcontext import configure_logging
 from shared.kube.manager import Manager
 from shared.kube.metrics import runtime_metrics
-from shared.kube.tracing import configure_tracing
+from shared.kube.tracing import configure_tracing, shutdown_tracing
 
 
 class _Config(Protocol):
@@ -76,4 +76,7 @@ def main(name: str, version: str, argv: Sequence[str] | None,
     config = prepare(name, version, argv, parse_or_exit)
     if config is None:
         return 0
-    return anyio.run(serve, name, version, config, build)
+    try:
+        return anyio.run(serve, name, version, config, build)
+    finally:
+        shutdown_tracing()

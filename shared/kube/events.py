@@ -39,12 +39,17 @@ from typing import Any, Final
 import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 
+from shared.kube import tracing
 from shared.kube.api import KubeApi
 from shared.kube.client import EVENTS, Resource
 from shared.kube.errors import AlreadyExists, NotFound
 from shared.kube.meta import as_json
 from shared.kube.ratelimit import TokenBucket
+
+_TRACER = trace.get_tracer("tatara.kube.events")
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +120,10 @@ class Event:
     @classmethod
     def warning(cls, reason: str, message: str) -> Event:
         return cls(EventType.WARNING, reason, message)
+
+
+_Queued = tuple[Resource, Any, Event, otel_context.Context | None]
+"""An Event waiting for a sender: what it is about, and the context it was emitted in (tracing on)."""
 
 
 def format_time(unix_seconds: float) -> str:
@@ -260,7 +269,7 @@ class EventRecorder:
         self._buckets = _Lru(CACHE_SIZE)
         self._locks: dict[Any, anyio.Lock] = {}
         self._last_nanos = 0
-        self._queue: MemoryObjectSendStream[tuple[Resource, Any, Event]] | None = None
+        self._queue: MemoryObjectSendStream[_Queued] | None = None
         self._pending = 0
         """Events queued by :meth:`emit` and not yet written (or given up)."""
 
@@ -271,7 +280,8 @@ class EventRecorder:
             await self.record(resource, obj, event.type, event.reason, event.message)
             return
         try:
-            self._queue.send_nowait((resource, obj, event))
+            # with tracing on, the Event is written in the trace of the reconcile that emitted it
+            self._queue.send_nowait((resource, obj, event, otel_context.get_current() if tracing.enabled else None))
             self._pending += 1
         except anyio.WouldBlock:
             self.stats.dropped += 1
@@ -280,7 +290,7 @@ class EventRecorder:
     async def run(self) -> None:
         """Write queued Events with :data:`SENDERS` tasks until cancelled (a manager runnable); when
         cancelled, what is still queued is written for up to :data:`FLUSH_SECONDS` more."""
-        send, receive = anyio.create_memory_object_stream[tuple[Resource, Any, Event]](MAX_QUEUED)
+        send, receive = anyio.create_memory_object_stream[_Queued](MAX_QUEUED)
         self._queue = send
         try:
             async with anyio.create_task_group() as tg:
@@ -293,12 +303,18 @@ class EventRecorder:
                 await self._send_queued(receive)  # ends when the queue is empty: the send side is closed
             receive.close()
 
-    async def _send_queued(self, receive: MemoryObjectReceiveStream[tuple[Resource, Any, Event]]) -> None:
-        async for resource, obj, event in receive:
+    async def _send_queued(self, receive: MemoryObjectReceiveStream[_Queued]) -> None:
+        async for resource, obj, event, emitted_in in receive:
             # taken off the queue, so finished even when the run is cancelled meanwhile (bounded)
             try:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(FLUSH_SECONDS):
-                    await self.record(resource, obj, event.type, event.reason, event.message)
+                    if emitted_in is None:
+                        await self.record(resource, obj, event.type, event.reason, event.message)
+                    else:
+                        with _TRACER.start_as_current_span(f"event {event.reason}", context=emitted_in,
+                                                           attributes={"k8s.event.reason": event.reason,
+                                                                       "k8s.event.type": str(event.type)}):
+                            await self.record(resource, obj, event.type, event.reason, event.message)
             finally:
                 self._pending -= 1
 

@@ -5,7 +5,8 @@ Endpoint names and meaning follow controller-runtime's ``pkg/healthz``:
 - ``/healthz`` (liveness): 200 when the event loop answers at all and every registered health check passes;
 - ``/readyz`` (readiness): 200 only when every registered readiness check passes (e.g. informers synced, and —
   when electing — leading or standing by healthily), else 503;
-- ``/metrics``: the Prometheus text exposition of :data:`shared.kube.metrics.registry` (or a given registry).
+- ``/metrics``: the Prometheus text exposition of :data:`shared.kube.metrics.registry` (or a given registry);
+  with tracing on, OpenMetrics (with exemplars) to a scraper whose ``Accept`` asks for it.
 
 Check bodies use controller-runtime's verbose format: one ``[+]name ok`` / ``[-]name failed: reason`` line per
 check, then ``<endpoint> check passed`` or ``<endpoint> check failed``. Served by aiohttp's web server.
@@ -23,7 +24,7 @@ from aiohttp import web
 from anyio.abc import TaskStatus
 from prometheus_client import CollectorRegistry
 
-from shared.kube import metrics
+from shared.kube import metrics, tracing
 
 __all__ = ["CHECK_TIMEOUT", "Check", "HealthServer"]
 
@@ -97,7 +98,11 @@ class HealthServer:
 
     # -- handlers --------------------------------------------------------------------------------------------
 
-    async def _metrics(self, _request: web.Request) -> web.Response:
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if tracing.enabled and metrics.wants_openmetrics(request.headers.get("Accept", "")):
+            # with tracing on, a scraper that asks for OpenMetrics gets the exemplars; off, the text format always
+            body = metrics.render_openmetrics(self._registry)
+            return web.Response(body=body, headers={"Content-Type": metrics.OPENMETRICS_CONTENT_TYPE})
         body = metrics.render(self._registry)
         return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from shared.kube import tracing
+
 _fields: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("tatara_log_fields", default={})  # noqa: B039
 
 
@@ -33,6 +35,7 @@ def log_context(**fields: Any) -> Iterator[None]:
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``ts`` (RFC 3339 UTC), ``level``, ``logger``, ``msg``, bound fields,
+    ``trace_id`` and ``span_id`` of the active span when tracing is on (:func:`shared.kube.tracing.log_ids`),
     ``extra=`` fields, and ``exc`` (the formatted traceback) when there is one."""
 
     _reserved = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -46,6 +49,8 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         line.update(_fields.get())
+        if tracing.enabled:
+            line.update(tracing.log_ids())
         for key, value in vars(record).items():
             if key not in self._reserved and not key.startswith("_"):
                 line[key] = value

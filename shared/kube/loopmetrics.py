@@ -9,18 +9,21 @@ that observes these is on the event loop thread, and so is the ``/metrics`` hand
 :class:`LoopCounter` and :class:`LoopHistogram` are prometheus-client collectors with the same
 exposition as ``Counter``/``Histogram`` (names, ``_total``, ``_bucket{le}`` with Go-formatted bounds,
 ``_sum``, ``_count``; no ``_created``) and the ``labels(*values).inc()/observe()`` calls the runtime
-uses. Not thread-safe: observe only from the event loop thread.
+uses, and ``observe_with_exemplar`` for the OpenMetrics exemplar of a traced reconcile (the text format
+ignores exemplars, so it is unchanged). Not thread-safe: observe only from the event loop thread.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
 __all__ = ["CounterChild", "HistogramChild", "LoopCounter", "LoopHistogram"]
@@ -44,18 +47,31 @@ class CounterChild:
 class HistogramChild:
     """One labelled histogram series over fixed upper bounds."""
 
-    __slots__ = ("_bounds", "counts", "sum")
+    __slots__ = ("_bounds", "counts", "exemplars", "sum")
 
     def __init__(self, bounds: Sequence[float]) -> None:
         self._bounds = bounds
         self.counts = [0] * (len(bounds) + 1)
         """Observations per bucket (not cumulative); the last is the +Inf bucket."""
         self.sum = 0.0
+        self.exemplars: dict[int, Exemplar] | None = None
+        """The latest exemplar per bucket index, once :meth:`observe_with_exemplar` gave one."""
 
     def observe(self, value: float) -> None:
         """Count ``value`` in the first bucket whose upper bound is >= it (Prometheus ``le``)."""
         self.counts[bisect.bisect_left(self._bounds, value)] += 1
         self.sum += value
+
+    def observe_with_exemplar(self, value: float, labels: Mapping[str, str]) -> None:
+        """:meth:`observe`, and keep ``labels`` (e.g. the trace id) as the bucket's exemplar, as
+        prometheus-client's ``Histogram.observe(value, exemplar)`` does (the latest one per bucket)."""
+        index = bisect.bisect_left(self._bounds, value)
+        self.counts[index] += 1
+        self.sum += value
+        if labels:
+            if self.exemplars is None:
+                self.exemplars = {}
+            self.exemplars[index] = Exemplar(dict(labels), value, time.time())
 
 
 class _Family(Collector, Generic[C]):
@@ -131,5 +147,10 @@ class LoopHistogram(_Family[HistogramChild]):
             for le, count in zip(self._le, child.counts, strict=True):
                 running += count
                 cumulative.append((le, float(running)))
-            family.add_metric(list(values), cumulative, child.sum)
+            if child.exemplars:
+                exemplars = child.exemplars
+                family.add_metric(list(values), [(le, n, exemplars[i]) if i in exemplars else (le, n)
+                                                 for i, (le, n) in enumerate(cumulative)], child.sum)
+            else:
+                family.add_metric(list(values), cumulative, child.sum)
         yield family

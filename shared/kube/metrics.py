@@ -28,6 +28,7 @@ from typing import Final
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.openmetrics import exposition as openmetrics_exposition
 from prometheus_client.registry import Collector
 
 from shared.kube.loopmetrics import LoopCounter, LoopHistogram
@@ -297,3 +298,25 @@ CONTENT_TYPE: Final[str] = prometheus_client.CONTENT_TYPE_LATEST
 def render(target: CollectorRegistry | None = None) -> bytes:
     """The text exposition of ``target`` (default :data:`registry`) for a ``/metrics`` response body."""
     return prometheus_client.generate_latest(registry if target is None else target)
+
+
+#: Content-Type of :func:`render_openmetrics`'s output (OpenMetrics 1.0.0 text).
+OPENMETRICS_CONTENT_TYPE: Final[str] = openmetrics_exposition.CONTENT_TYPE_LATEST
+
+
+def render_openmetrics(target: CollectorRegistry | None = None) -> bytes:
+    """The OpenMetrics exposition of ``target`` (default :data:`registry`): the format that carries exemplars
+    (the trace of a histogram observation, docs/runtime.md#traces)."""
+    body: bytes = openmetrics_exposition.generate_latest(  # type: ignore[no-untyped-call]
+        registry if target is None else target)
+    return body
+
+
+def wants_openmetrics(accept: str) -> bool:
+    """Whether an ``Accept`` header asks for OpenMetrics (Prometheus offers it first, at q=0.5 over the text
+    format's 0.3 unless told otherwise); a ``q=0`` refusal does not count."""
+    for part in accept.split(","):
+        kind, *params = (p.strip() for p in part.split(";"))
+        if kind == "application/openmetrics-text":
+            return not any(param.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for param in params)
+    return False

@@ -239,6 +239,9 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._processing: dict[K, float] = {}  # key -> hand-out time
         self._added_at: dict[K, float] = {}  # key -> add time, for the queue-duration metric
+        self.waits: dict[K, float] | None = None
+        """When a dict (tracing on), each hand-out records here the seconds its key waited queued (with
+        metrics: the time the queue-duration metric observes); the caller pops it."""
         self._waiting: dict[K, tuple[float, int]] = {}  # key -> (ready_at, seq) of its live heap entry
         self._heap: list[tuple[float, int, K]] = []
         self._seq = 0
@@ -430,6 +433,8 @@ class WorkQueue(Generic[K]):
         if self._metrics is not None:
             added = self._added_at.pop(key, now)
             self._metrics.queued_for(now - added)
+            if self.waits is not None:
+                self.waits[key] = now - added
 
     def _promote_due(self) -> None:
         heap = self._heap

@@ -103,3 +103,33 @@ async def test_metrics_renders_the_given_registry_in_prometheus_text_format(
     samples = {(s.name, tuple(s.labels.items())): s.value
                for family in text_string_to_metric_families(body) for s in family.samples}
     assert samples == {("leader_election_master_status", (("name", "x"),)): 1.0}
+
+
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;"
+                     "q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
+"""What Prometheus sends on a scrape (its scrape.go, ``scrapeAcceptHeader``)."""
+
+
+@pytest.mark.parametrize(("tracing_on", "accept", "openmetrics"), [
+    (False, PROMETHEUS_ACCEPT, False),  # tracing off: the text format, whatever is asked
+    (True, PROMETHEUS_ACCEPT, True),
+    (True, "text/plain;version=0.0.4", False),
+    (True, "application/openmetrics-text;q=0,text/plain", False),
+    (True, "", False),
+])
+async def test_with_tracing_on_a_scraper_asking_for_openmetrics_gets_it(
+    served: tuple[HealthServer, CollectorRegistry], monkeypatch: pytest.MonkeyPatch,
+    tracing_on: bool, accept: str, openmetrics: bool,
+) -> None:
+    from shared.kube import tracing
+    from shared.kube.metrics import OPENMETRICS_CONTENT_TYPE
+
+    monkeypatch.setattr(tracing, "enabled", tracing_on)
+    server, registry = served
+    Gauge("up_gauge", "doc", registry=registry).set(1)
+    headers = {"Accept": accept} if accept else {}
+    async with aiohttp.ClientSession() as session, \
+            session.get(f"http://127.0.0.1:{server.port}/metrics", headers=headers) as resp:
+        body, content_type = await resp.text(), resp.headers["Content-Type"]
+    assert content_type == (OPENMETRICS_CONTENT_TYPE if openmetrics else CONTENT_TYPE)
+    assert body.endswith("# EOF\n") is openmetrics
