@@ -37,20 +37,26 @@ class _ConfigMap(msgspec.Struct):
 _decode = msgspec.json.Decoder(_ConfigMap).decode
 
 
+async def annotate_all(client: KubeClient, namespace: str, concurrency: int) -> None:
+    """The whole contender: one paginated LIST, then the patches, ``concurrency`` at a time (also run inside
+    ``controller_bench``'s own process as its ``inproc`` limit)."""
+    listing = await list_all(client, CONFIG_MAPS, _decode, namespace, page_size=500)
+    todo = [cm for cm in listing.items if SEEN not in cm.metadata.annotations]
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    async def one(cm: _ConfigMap) -> None:
+        async with limiter:
+            body = annotations_patch({SEEN: cm.data.get("value", ""), BY: "bare"})
+            await client.merge_patch(CONFIG_MAPS, cm.metadata.name or "", body, namespace)
+
+    async with anyio.create_task_group() as tg:
+        for cm in todo:
+            tg.start_soon(one, cm)
+
+
 async def main_async(args: argparse.Namespace) -> int:
     async with await KubeClient.from_kubeconfig(args.kubeconfig) as client:
-        listing = await list_all(client, CONFIG_MAPS, _decode, args.namespace, page_size=500)
-        todo = [cm for cm in listing.items if SEEN not in cm.metadata.annotations]
-        limiter = anyio.CapacityLimiter(args.concurrency)
-
-        async def one(cm: _ConfigMap) -> None:
-            async with limiter:
-                body = annotations_patch({SEEN: cm.data.get("value", ""), BY: "bare"})
-                await client.merge_patch(CONFIG_MAPS, cm.metadata.name or "", body, args.namespace)
-
-        async with anyio.create_task_group() as tg:
-            for cm in todo:
-                tg.start_soon(one, cm)
+        await annotate_all(client, args.namespace, args.concurrency)
     return 0
 
 

@@ -14,6 +14,8 @@ Kustomization Ready at once. Measured:
 - **reconciles per Process**: the Process controller's ``controller_runtime_reconcile_total`` over the
   same window, by result;
 - **CPU per Process**: reconciler user+system CPU over the same window, divided by N;
+- **memory**: the reconciler's RSS once started (before the first create) and settled, and its peak
+  (``VmHWM`` from ``/proc/<pid>/status``: the most it held since exec; goal ≤ 50 MiB, twice the Rust build);
 - **Ready → next phase write**: for each Process, from the watch event here where its
   Kustomization first shows ``Ready=True`` (the stand-in's write) to the first watch event
   of the Process with a new ``status.phase`` after that; p50/p99. Both sides are seen by the
@@ -70,6 +72,8 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 MINIMUM_REQUESTS = 9
 GOAL_REQUESTS = 10
 """Issue 16's goal: the design minimum + 1."""
+GOAL_PEAK_RSS_MIB = 50
+"""Twice the reference's Rust build (25 MiB on 100 Processes, issue 27)."""
 GOAL_NEXT_WRITE_P99_MS = 1000
 """Issue 16's goal for child Ready → next phase write, p99."""
 _SAMPLE = re.compile(r'^rest_client_requests_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
@@ -84,6 +88,16 @@ class _Obj(msgspec.Struct):
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    """``VmRSS`` (now) and ``VmHWM`` (the peak RSS since exec) of ``pid``, in MiB."""
+    found: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0]) / 1024
+    return found
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -210,6 +224,7 @@ async def bench(control_plane: LocalControlPlane, n: int, extra_env: dict[str, s
             # let the reconciler finish its startup list/watch so its requests are not charged to Processes
             await anyio.sleep(2.0)
             before = await scrape_requests(port)
+            rss_started = memory_mib(proc.pid)["VmRSS"]
             profiler = start_profiler(proc.pid)
             cpu0 = cpu_seconds(proc.pid)
             start = time.monotonic()
@@ -230,6 +245,7 @@ async def bench(control_plane: LocalControlPlane, n: int, extra_env: dict[str, s
             await anyio.sleep(3.0)  # one batched ProcessTable write interval, so table writes are counted
             after = await scrape_requests(port)
             cpu_settled = cpu_seconds(proc.pid) - cpu0
+            memory = memory_mib(proc.pid)
             tg.cancel_scope.cancel()
     finally:
         proc.terminate()
@@ -252,7 +268,8 @@ async def bench(control_plane: LocalControlPlane, n: int, extra_env: dict[str, s
             attest_after_ready.append(t_att - max(t_ready, t_run))
     requests = {m: after.get(m, 0.0) - before.get(m, 0.0) for m in sorted(set(after) | set(before))}
     return {"n": n, "created": created, "wall": wall, "cpu": cpu, "cpu_settled": cpu_settled, "requests": requests,
-            "next_write": next_write, "attest_after_ready": attest_after_ready}
+            "next_write": next_write, "attest_after_ready": attest_after_ready, "rss_started": rss_started,
+            "rss_end": memory["VmRSS"], "rss_peak": memory["VmHWM"]}
 
 
 def report(r: dict[str, Any]) -> None:
@@ -275,6 +292,8 @@ def report(r: dict[str, Any]) -> None:
         ("child Ready → next phase write p99 (ms)", f"{1000 * percentile(r['next_write'], 0.99):.0f}  "
                                                     f"(goal ≤ {GOAL_NEXT_WRITE_P99_MS})"),
         ("Ready∧Running → Attested p99 (ms)", f"{1000 * percentile(r['attest_after_ready'], 0.99):.0f}"),
+        ("reconciler RSS started / settled (MiB)", f"{r['rss_started']:.1f} / {r['rss_end']:.1f}"),
+        ("reconciler peak RSS, VmHWM (MiB)", f"{r['rss_peak']:.1f}  (goal ≤ {GOAL_PEAK_RSS_MIB})"),
     ]
     print_rows(rows)
 

@@ -87,7 +87,44 @@ def _float_literal(literal: str) -> float:
     return float(parse_number(literal))
 
 
+_NOT_STRUCTURAL: Final = bytes(c for c in range(256) if c not in b'"[]{}')
+_AS_PARENS: Final = bytes.maketrans(b"[{]}", b"(())")
+
+
+def _too_deep_if_valid(data: bytes) -> bool:
+    """Whether ``data`` nests more than :data:`MAX_NESTING` arrays/objects, exact when ``data`` is valid
+    JSON (and only then: :meth:`WireDecoder.decode` runs the exact :func:`_check_nesting` whenever this
+    says yes or the document turns out not to be valid JSON).
+
+    Everything runs in C over the whole document, where :func:`_check_nesting` loops in Python over
+    every string and bracket: escaped backslashes and quotes are removed (in valid JSON every ``\\``
+    starts a two-byte escape, so a left-to-right ``replace`` pairs them as a parser does), every byte
+    but brackets and quotes is deleted, the strings (now ``"…"`` with brackets only; most are ``""``) are
+    cut out, and
+    the remaining brackets are peeled a level per ``replace(b"()", b"")`` (each round removes exactly
+    the innermost pairs; the depth left is at most the openers left).
+    """
+    if data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        return False
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    # two adjacent quotes are a string with no bracket, or a string's end and the next one's start; either way
+    # dropping them leaves every other byte on its side (inside or outside a string)
+    skeleton = data.translate(_AS_PARENS, _NOT_STRUCTURAL).replace(b'""', b"")
+    if b'"' in skeleton:
+        skeleton = b"".join(skeleton.split(b'"')[::2])
+    rounds = 0
+    while skeleton.count(b"(") + rounds > MAX_NESTING:
+        if rounds == MAX_NESTING:
+            return True
+        skeleton = skeleton.replace(b"()", b"")
+        rounds += 1
+    return False
+
+
 def _check_nesting(data: bytes) -> None:
+    """Raise if ``data`` nests more than :data:`MAX_NESTING` arrays/objects, for any bytes (a string
+    is what :data:`_STRING` matches; an unterminated quote is skipped)."""
     if data.count(b"[") + data.count(b"{") <= MAX_NESTING:
         return
     depth = 0
@@ -193,7 +230,17 @@ class WireDecoder(Generic[T]):
 
     def decode(self, data: bytes | bytearray | memoryview | str) -> T:
         raw = data.encode() if isinstance(data, str) else bytes(data)
-        _check_nesting(raw)
+        if _too_deep_if_valid(raw):
+            _check_nesting(raw)
+            return self._decode(raw)
+        try:
+            return self._decode(raw)
+        except Exception:
+            # not valid JSON after all, where the quick check is not exact: the nesting error first, as before
+            _check_nesting(raw)
+            raise
+
+    def _decode(self, raw: bytes) -> T:
         raw = _with_float_integers_marked(raw)
         try:
             value = self._decoder.decode(raw)

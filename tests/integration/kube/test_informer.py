@@ -130,6 +130,30 @@ async def test_an_expired_resource_version_relists_and_synthesizes_deletes(
     assert informer.stats.synthesized_deletes == 1
 
 
+@pytest.mark.parametrize("watch_list", [True, False], ids=["by watch-list", "by LIST"])
+async def test_a_resync_keeps_the_cached_objects_whose_resource_version_did_not_change(
+    private_plane: LocalControlPlane, kclient: KubeClient, ns: str, watch_list: bool
+) -> None:
+    for name in ("keep-a", "keep-b", "changed"):
+        await cm(kclient, ns, name)
+    informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns, watch_list=watch_list)
+    async with running(informer):
+        await converged(kclient, informer, ns)
+    before = {cm.metadata.name: cm for cm in informer.objects()}
+    await kclient.merge_patch(CONFIG_MAPS, "changed", {"data": {"k": "v"}}, ns)
+    await anyio.to_thread.run_sync(private_plane.restart_apiserver)
+    await anyio.to_thread.run_sync(private_plane.compact_etcd)  # the informer's resourceVersion is gone: a resync
+    async with running(informer):
+        await converged(kclient, informer, ns)
+    after = {cm.metadata.name: cm for cm in informer.objects()}
+    assert informer.stats.relists_after_gone >= 1
+    assert after["keep-a"] is before["keep-a"]
+    assert after["keep-b"] is before["keep-b"]
+    assert after["changed"] is not before["changed"]
+    assert after["changed"].data == {"k": "v"}
+    assert informer.stats.resync_reused >= 2  # each resync reuses the two unchanged ones
+
+
 async def test_a_stalled_watch_is_detected_and_restarted(
     private_plane: LocalControlPlane, kclient: KubeClient, ns: str
 ) -> None:
