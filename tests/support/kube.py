@@ -64,6 +64,8 @@ def kube_config_of(api: client.ApiClient) -> KubeConfig:
     conf = api.configuration
     bearer = (conf.api_key or {}).get("BearerToken") or (conf.api_key or {}).get("authorization")
     token = str(bearer).removeprefix("Bearer ").strip() if bearer else None
+    if not conf.host:
+        raise ValueError("the kubernetes-asyncio configuration names no server")
     return KubeConfig(server=conf.host, ca_file=conf.ssl_ca_cert, cert_file=conf.cert_file, key_file=conf.key_file,
                       insecure=not conf.verify_ssl, credentials=Credentials(token=token))
 

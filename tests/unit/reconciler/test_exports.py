@@ -273,7 +273,7 @@ def test_a_long_named_process_s_export_runs_under_the_cut_name() -> None:
     assert (run.state, run.detail) == (ExportState.START, "")
     job_ = export_job(long, 0, run.export, owner_uid="u-1", config=ExportJobConfig())
     assert job_.metadata.name == cut_name(LONG_56, 0)
-    args = job_.spec.template.spec.containers[0].args
+    args = job_.spec.template.spec.containers[0].args or []
     assert args[args.index("--receipt-configmap") + 1] == cut_name(LONG_56, 0) + "-receipt"
 
 
