@@ -491,7 +491,11 @@ async def test_a_bound_allocation_whose_member_is_deleted_by_hand_fails_with_a_w
         await kc.delete(PROCESSES, name, namespace)
         failed = await wait_phase(kc, namespace, "l1", "Failed")
         assert failed["status"]["message"] == f"member {name} of pool lost is gone; this allocation holds nothing"
-        assert await reasons(kc, namespace, "MemberLost") == 1
+
+        async def told() -> int | None:  # the Event comes after the status write it tells of
+            return await reasons(kc, namespace, "MemberLost") or None
+
+        assert await wait_for(told, timeout=TIMEOUT, what="the MemberLost Event") == 1
 
 
 # ── an empty pool is Ready (issue 13) ────────────────────────────────────────

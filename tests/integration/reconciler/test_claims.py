@@ -198,7 +198,14 @@ async def test_a_hand_deleted_or_edited_stable_ingress_is_put_back_without_recon
             await kc.merge_patch(INGRESSES, name, {"spec": spec}, namespace)
             await wait_for(restored, timeout=30, what="the hand edit undone")
         assert (await claims(kc))[KEY]["holder"] == f"{namespace}/only"
-        seen = await events_of(kc, namespace, "only")
+
+        async def both_repairs_told() -> dict[tuple[str, str], int] | None:
+            # the Events come after the writes they tell of (the executor's last step)
+            seen = await events_of(kc, namespace, "only")
+            told = seen.get(missing, 0) > before.get(missing, 0) and seen.get(changed, 0) > before.get(changed, 0)
+            return seen if told else None
+
+        seen = await wait_for(both_repairs_told, timeout=30, what="a RoutingDrift Event for each repair")
         assert not [key for key in seen if key[0] == "PhaseReconverging"]
         # one repair each: a pass woken before the Ingress cache shows the re-apply (a requeue, another
         # child's event) waits for it instead of repairing again (docs/runtime.md#own-writes)
