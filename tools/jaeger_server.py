@@ -26,28 +26,20 @@ Standalone: ``python -m tools.jaeger_server`` runs one until interrupted and pri
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from tools.controlplane import jaeger as jaeger_build
 from tools.controlplane.cluster import free_port
-from tools.processes import log_tail, serve_until_signalled, start_server, stop_process_groups, wait_until_ready
+from tools.processes import LoopbackServer, answers_ok, serve_until_signalled, start_server, wait_until_ready
 
 START_TIMEOUT = 60.0
 """Seconds to wait for the query API after the start."""
-
-STOP_GRACE = 10.0
-"""Seconds between SIGTERM and SIGKILL on stop."""
-
 
 class JaegerError(RuntimeError):
     """Jaeger exited early, did not become ready, or its query API refused a request (``status``: its HTTP
@@ -84,7 +76,7 @@ def config_yaml(*, otlp_grpc: int, otlp_http: int, query_http: int, query_grpc: 
 
 
 @dataclass
-class JaegerServer:
+class JaegerServer(LoopbackServer):
     """``jaeger --config <file>`` on 127.0.0.1; a context manager. After :meth:`start` the ports are set."""
 
     binary: Path | None = None
@@ -92,8 +84,9 @@ class JaegerServer:
     otlp_http_port: int = field(default=0, init=False)
     query_port: int = field(default=0, init=False)
     query_grpc_port: int = field(default=0, init=False)
-    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
-    _tmp: Path | None = field(default=None, init=False)
+
+    TEMP_PREFIX = "tatara-jaeger-"
+    LOG_NAME = "jaeger.log"
 
     @property
     def otlp_http_url(self) -> str:
@@ -109,15 +102,6 @@ class JaegerServer:
     def query_url(self) -> str:
         """``http://127.0.0.1:<port>``: the query API (``/api/services``, ``/api/traces``)."""
         return f"http://127.0.0.1:{self.query_port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self._work_dir() / "jaeger.log"
-
-    def _work_dir(self) -> Path:
-        if self._tmp is None:
-            self._tmp = Path(tempfile.mkdtemp(prefix="tatara-jaeger-"))
-        return self._tmp
 
     def start(self) -> JaegerServer:
         """Build Jaeger if missing, start it and wait until the query API answers.
@@ -141,11 +125,7 @@ class JaegerServer:
         return self
 
     def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.query_url}/api/services", timeout=2) as response:
-                return int(response.status) == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        return answers_ok(f"{self.query_url}/api/services")
 
     def query(self, path: str, **params: str | int) -> Any:
         """GET ``path`` of the query API with ``params``; its ``data`` field (the API's envelope).
@@ -181,23 +161,6 @@ class JaegerServer:
             raise
         return dict(found[0]) if found else None
 
-    def log_tail(self, lines: int = 30) -> str:
-        return log_tail(self.log_path, lines)
-
-    def stop(self) -> None:
-        """Stop Jaeger (SIGTERM, SIGKILL after :data:`STOP_GRACE`) and remove its folder."""
-        if self.process is not None:
-            stop_process_groups([self.process], STOP_GRACE)
-            self.process = None
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
-
-    def __enter__(self) -> JaegerServer:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

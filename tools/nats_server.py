@@ -18,24 +18,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
-import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from tools.controlplane.cluster import free_port
-from tools.processes import log_tail, serve_until_signalled, start_server, stop_process_groups, wait_until_ready
+from tools.processes import LoopbackServer, answers_ok, serve_until_signalled, start_server, wait_until_ready
 
 START_TIMEOUT = 30.0
 """Seconds to wait for ``/healthz`` after the start."""
-
-STOP_GRACE = 10.0
-"""Seconds between SIGTERM and SIGKILL on stop."""
-
 
 class NatsServerError(RuntimeError):
     """nats-server is missing, exited early or did not become ready; the message has its log tail."""
@@ -54,7 +45,7 @@ def nats_server_binary() -> Path:
 
 
 @dataclass
-class NatsServer:
+class NatsServer(LoopbackServer):
     """``nats-server -js`` on 127.0.0.1; a context manager. After :meth:`start`, :attr:`url` is its client URL.
 
     Args:
@@ -65,23 +56,14 @@ class NatsServer:
     port: int | None = None
     store_dir: Path | None = None
     monitor_port: int = field(default=0, init=False)
-    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
-    _tmp: Path | None = field(default=None, init=False)
+
+    TEMP_PREFIX = "tatara-nats-"
+    LOG_NAME = "nats-server.log"
 
     @property
     def url(self) -> str:
         """``nats://127.0.0.1:<port>``."""
         return f"nats://127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        """The server's log file (stdout and stderr)."""
-        return self._work_dir() / "nats-server.log"
-
-    def _work_dir(self) -> Path:
-        if self._tmp is None:
-            self._tmp = Path(tempfile.mkdtemp(prefix="tatara-nats-"))
-        return self._tmp
 
     def start(self) -> NatsServer:
         """Start the server and wait until it is healthy.
@@ -106,30 +88,7 @@ class NatsServer:
         return self
 
     def _healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.monitor_port}/healthz", timeout=2) as response:
-                return int(response.status) == 200
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def log_tail(self, lines: int = 30) -> str:
-        """The last ``lines`` lines of the server's log."""
-        return log_tail(self.log_path, lines)
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, SIGKILL after :data:`STOP_GRACE`) and remove the temp folder."""
-        if self.process is not None:
-            stop_process_groups([self.process], STOP_GRACE)
-            self.process = None
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
-
-    def __enter__(self) -> NatsServer:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
+        return answers_ok(f"http://127.0.0.1:{self.monitor_port}/healthz")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,17 +1,25 @@
-"""Starting and stopping the subprocesses the local tooling starts, each in its own session (process group)."""
+"""Starting and stopping the subprocesses the local tooling starts, each in its own session (process group), and
+what its loopback servers (NATS, Jaeger) share."""
 
 from __future__ import annotations
 
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
+from typing import ClassVar, Self
 
 log = logging.getLogger(__name__)
 
@@ -128,3 +136,59 @@ def serve_until_signalled(running: Callable[[], bool]) -> None:
             time.sleep(0.2)
     except KeyboardInterrupt:
         pass
+
+
+def answers_ok(url: str) -> bool:
+    """True when a GET of ``url`` answers 200 within 2 s (a loopback server's readiness probe)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@dataclass
+class LoopbackServer:
+    """What the loopback servers (NATS, Jaeger) share: a temp folder made on first use, the server's log in it,
+    the process, and the stop (SIGTERM, SIGKILL after :attr:`STOP_GRACE`, the folder removed); a context
+    manager around the subclass's ``start``."""
+
+    TEMP_PREFIX: ClassVar[str] = "tatara-server-"
+    LOG_NAME: ClassVar[str] = "server.log"
+    STOP_GRACE: ClassVar[float] = 10.0
+    """Seconds between SIGTERM and SIGKILL on stop."""
+
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _tmp: Path | None = field(default=None, init=False)
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log file (stdout and stderr)."""
+        return self._work_dir() / self.LOG_NAME
+
+    def _work_dir(self) -> Path:
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix=self.TEMP_PREFIX))
+        return self._tmp
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of the server's log."""
+        return log_tail(self.log_path, lines)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, SIGKILL after :attr:`STOP_GRACE`) and remove its temp folder."""
+        if self.process is not None:
+            stop_process_groups([self.process], self.STOP_GRACE)
+            self.process = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
