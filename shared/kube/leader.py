@@ -517,17 +517,42 @@ class LeaderElector:
             log.info("stopped leading lease %s/%s", self.namespace, self.name)
 
     async def _release(self) -> None:
-        """Clear the holder (guarded by our last resourceVersion); best effort within one attempt timeout."""
+        """Clear the holder, guarded by our last resourceVersion; best effort within one attempt timeout.
+
+        A renewal cancelled in flight by the shutdown may still have been applied by the API server, leaving our
+        last resourceVersion stale. On that 409 the Lease is read again and, while it still names us, released
+        over the fresh version: otherwise the standby would wait out the full lease duration.
+        """
         if self._lease is None:
             return
-        spec = released_spec(self._lease.spec, now=self._wall_clock())
-        body = msgspec.json.encode(msgspec.structs.replace(self._lease, spec=spec))
+        lease = self._lease
         with anyio.move_on_after(self.timing.attempt_timeout):
             try:
-                await self.client.request("PUT", LEASES.path(self.namespace, self.name), body=body,
-                                          request_timeout=self.timing.attempt_timeout)
+                try:
+                    await self._put_released(lease)
+                except Conflict:
+                    body = await self.client.request("GET", LEASES.path(self.namespace, self.name),
+                                                     request_timeout=self.timing.attempt_timeout)
+                    current = _lease_decoder.decode(body)
+                    if current.spec.holder_identity != self.identity:
+                        log.info("lease %s/%s already held by %s: nothing to release", self.namespace, self.name,
+                                 current.spec.holder_identity)
+                        return
+                    await self._put_released(current)
                 log.info("released lease %s/%s", self.namespace, self.name)
-            except ApiError as err:
+            except (ApiError, msgspec.DecodeError) as err:
                 log.warning("could not release lease %s/%s: %s", self.namespace, self.name, err)
         self._lease = None
         self.last_renewed = None
+
+    async def _put_released(self, lease: Lease) -> None:
+        """PUT :func:`released_spec` over ``lease`` (its resourceVersion guards the write).
+
+        Raises:
+            Conflict: the Lease changed since ``lease`` was read.
+            ApiError: any other refusal.
+        """
+        spec = released_spec(lease.spec, now=self._wall_clock())
+        body = msgspec.json.encode(msgspec.structs.replace(lease, spec=spec))
+        await self.client.request("PUT", LEASES.path(self.namespace, self.name), body=body,
+                                  request_timeout=self.timing.attempt_timeout)

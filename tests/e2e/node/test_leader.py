@@ -7,6 +7,7 @@ exclusive bindings; tests/faults/harness.py)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -45,8 +46,14 @@ async def test_deleting_the_leader_pods_hands_each_lease_over_within_its_duratio
             await kc.delete(PODS, leaders[chart], RELEASE_NAMESPACE)
 
         for chart in CHARTS:
-            async def handed_over(chart: str = chart) -> dict[str, object] | None:
+            seen: list[tuple[object, ...]] = []  # the Lease records polled, for the failure message
+
+            async def handed_over(chart: str = chart, seen: list[tuple[object, ...]] = seen
+                                  ) -> dict[str, Any] | None:
                 obj = await lease(kc, chart)
+                record = tuple(obj["spec"].get(k) for k in ("holderIdentity", "leaseDurationSeconds", "renewTime"))
+                if not seen or seen[-1] != record:
+                    seen.append(record)
                 holder = holder_pod(obj)
                 if not holder or holder == leaders[chart]:
                     return None
@@ -58,7 +65,7 @@ async def test_deleting_the_leader_pods_hands_each_lease_over_within_its_duratio
             duration = int(before[chart]["spec"]["leaseDurationSeconds"])
             acquired = parse_time(str(spec["acquireTime"]))
             # acquireTime is written by the new leader, in a pod on this machine: the same clock as deleted_at
-            assert (acquired - deleted_at).total_seconds() <= duration, (chart, acquired, deleted_at, duration)
+            assert (acquired - deleted_at).total_seconds() <= duration, (chart, acquired, deleted_at, duration, seen)
             assert int(spec.get("leaseTransitions") or 0) > int(before[chart]["spec"].get("leaseTransitions") or 0)
 
         for resource, body in docs[half:]:

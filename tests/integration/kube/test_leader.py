@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import anyio
 import msgspec
@@ -20,7 +21,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from shared.kube.client import LEASES, KubeClient
-from shared.kube.leader import LeaderElector, LeadershipLost, Lease, LeaseTiming
+from shared.kube.leader import LeaderElector, LeadershipLost, Lease, LeaseTiming, format_micro_time
 from shared.kube.metrics import RuntimeMetrics
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
@@ -150,6 +151,37 @@ async def test_clean_release_hands_over_without_waiting_for_expiry(kclient: Kube
         assert a.stopped[0] <= b.started[0]
         lease = await read_lease(kclient, ns)
         assert (lease.spec.holder_identity, lease.spec.lease_transitions) == ("b", 1)
+        tg.cancel_scope.cancel()
+
+
+SLOW_RENEW = LeaseTiming(lease_duration=120.0, renew_deadline=60.0, retry_period=30.0)
+"""A leader that renews only every 30 s: nothing of its own moves the Lease's resourceVersion during a test."""
+
+
+async def test_release_after_a_renewal_applied_behind_the_leaders_back_still_hands_over(
+        kclient: KubeClient, ns: str) -> None:
+    """A shutdown can cancel a renewal the API server still applies: the leader's last resourceVersion is then
+    stale, and a release guarded by it alone is refused with 409, leaving the standby to wait out the lease."""
+    a = candidate(kclient, ns, "a", timing=SLOW_RENEW)
+    b = candidate(kclient, ns, "b", timing=LONG_LEASE)
+    async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as a_group:
+            a_group.start_soon(a.run)
+            await wait_for(lambda: is_true(a.elector.is_leader), timeout=10, what="a to lead")
+            seen = await read_lease(kclient, ns)
+            renewed = msgspec.structs.replace(seen, spec=msgspec.structs.replace(
+                seen.spec, renew_time=format_micro_time(datetime.now(UTC))))
+            applied = msgspec.json.decode(
+                await kclient.replace(LEASES, "tatara-test", msgspec.to_builtins(renewed), ns), type=Lease)
+            assert applied.metadata.resource_version != seen.metadata.resource_version
+            assert applied.spec.holder_identity == "a"
+            a_group.cancel_scope.cancel()
+        released = await read_lease(kclient, ns)
+        assert not released.spec.holder_identity, "the release is retried over the fresh resourceVersion"
+        assert released.spec.lease_duration_seconds == 1
+        tg.start_soon(b.run)
+        await wait_for(lambda: is_true(bool(b.started)), timeout=30, what="b to take over")
+        assert (await read_lease(kclient, ns)).spec.holder_identity == "b"
         tg.cancel_scope.cancel()
 
 
