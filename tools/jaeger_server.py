@@ -77,12 +77,14 @@ def config_yaml(*, otlp_grpc: int, otlp_http: int, query_http: int, query_grpc: 
 
 @dataclass
 class JaegerServer(LoopbackServer):
-    """``jaeger --config <file>`` on 127.0.0.1; a context manager. After :meth:`start` the ports are set."""
+    """``jaeger --config <file>`` on 127.0.0.1; a context manager. After :meth:`start` the ports are set (the
+    query port as given, when given)."""
 
     binary: Path | None = None
+    query_port: int = 0
+    """The query API's port on 127.0.0.1; 0 picks a free one at :meth:`start`."""
     otlp_grpc_port: int = field(default=0, init=False)
     otlp_http_port: int = field(default=0, init=False)
-    query_port: int = field(default=0, init=False)
     query_grpc_port: int = field(default=0, init=False)
 
     TEMP_PREFIX = "tatara-jaeger-"
@@ -112,7 +114,7 @@ class JaegerServer(LoopbackServer):
         """
         binary = self.binary or jaeger_build.built().ensure_built()
         self.otlp_grpc_port, self.otlp_http_port = free_port(), free_port()
-        self.query_port, self.query_grpc_port = free_port(), free_port()
+        self.query_port, self.query_grpc_port = self.query_port or free_port(), free_port()
         config = self._work_dir() / "config.yaml"
         config.write_text(config_yaml(otlp_grpc=self.otlp_grpc_port, otlp_http=self.otlp_http_port,
                                       query_http=self.query_port, query_grpc=self.query_grpc_port))

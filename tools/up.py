@@ -5,9 +5,10 @@ Starts the local control plane as a cluster with a real node (kubelet, container
 charts with ``helm install`` (the controllers run as pods, two replicas each), real Flux (source-, kustomize-
 and helm-controller with a TLS registry and a git server serving the examples' charts and paths,
 :mod:`tools.up_flux`; ``--flux=standin``: the Flux stand-in in-process instead), a NATS server (JetStream)
-and an HTTP receiver on loopback for the exports (which the export Jobs' pods reach on the node IP),
-applies ``examples/``, shows their progress (the controllers' pods, the export Jobs' pods and receipts) until
-every example reaches the state its ``examples.tatara.pleme.io/expect`` annotation names, then keeps running
+and an HTTP receiver on loopback for the exports (which the export Jobs' pods reach on the node IP), a real
+Jaeger collecting both controllers' and the export Jobs' spans (``--tracing=off``: none), applies
+``examples/``, shows their progress (the controllers' pods, the export Jobs' pods and receipts) until every
+example reaches the state its ``examples.tatara.pleme.io/expect`` annotation names, then keeps running
 until Ctrl-C / SIGTERM and stops everything it started.
 
 ``--fast`` runs without a node: both reconcilers as local subprocesses and the Job runner stand-in
@@ -53,6 +54,7 @@ from shared.kube.errors import Conflict, NotFound
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.meta import ObjectMeta
 from tools.controlplane import BuildError, LocalControlPlane
+from tools.controlplane import jaeger as jaeger_build
 from tools.controlplane.flux import COMPONENTS, Built
 from tools.controlplane.images import ECHO_IMAGE, ImageError
 from tools.controlplane.node import NodeError, node_prerequisites
@@ -60,6 +62,7 @@ from tools.crds import all_crds, install_crds
 from tools.flux_stack import FluxStack, FluxStackError, flux_crds
 from tools.git_http import GitServerError
 from tools.http_receiver import HttpReceiver, RecordedRequest
+from tools.jaeger_server import JaegerError, JaegerServer
 from tools.nats_server import NatsServer, NatsServerError
 from tools.node_stack import ChartInstallError, NodeStack
 from tools.ops import format_table
@@ -86,7 +89,7 @@ from tools.up_exports import (
     stream_messages,
 )
 from tools.up_flux import flux_applied, plan_local_flux, retarget_charts, serve_examples
-from tools.up_node import PodsView, flux_workloads, hints, install_controllers, node_sink_urls
+from tools.up_node import PodsView, flux_workloads, hints, install_controllers, node_otlp_endpoint, node_sink_urls
 from tools.wait import wait_for
 
 EXPECT = f"examples.{GROUP}/expect"
@@ -95,6 +98,10 @@ PARENT = f"examples.{GROUP}/parent"
 """Annotation of an example Process: the name of the Process whose PID becomes its ``spec.identity.parent``."""
 FIELD_MANAGER = "tatara-up"
 RECONCILER_PORT, POOL_PORT = 18080, 18081
+JAEGER_PORT = 16686
+"""Jaeger's query API on 127.0.0.1 (Jaeger's own default port)."""
+TRACED_SERVICES = ("tatara-reconciler", "tatara-pool-reconciler", "tatara-export-worker")
+"""The services whose spans ``tatara up`` points at Jaeger (OTEL_SERVICE_NAME of each binary)."""
 STOP_GRACE = 10.0
 """Seconds a reconciler has after SIGTERM before it is SIGKILLed."""
 KINDS: dict[str, Resource] = {"Process": PROCESSES, "EphemeralPool": EPHEMERAL_POOLS,
@@ -378,30 +385,45 @@ class Daemon:
             raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log}")
 
 
-def _start(name: str, module: str, args: list[str], kubeconfig: Path, logs: Path, port: int) -> Daemon:
+def _start(name: str, module: str, args: list[str], kubeconfig: Path, logs: Path, port: int,
+           env: dict[str, str] | None = None) -> Daemon:
     log = logs / f"{name}.log"
     with open(log, "wb") as handle:
         proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=handle, stderr=subprocess.STDOUT,
-                                env={**os.environ, "KUBECONFIG": str(kubeconfig)}, start_new_session=True)
+                                env={**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})},
+                                start_new_session=True)
     return Daemon(name, proc, log, port)
+
+
+def tracing_env(otlp_endpoint: str | None) -> dict[str, str]:
+    """The ``OTEL_*`` variables that point a binary at ``otlp_endpoint`` with every new trace kept (the export
+    Jobs the reconciler creates inherit them: docs/runtime.md#traces); none when ``otlp_endpoint`` is None."""
+    if not otlp_endpoint:
+        return {}
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "1"}
 
 
 @contextmanager
 def reconcilers(kubeconfig: Path, logs: Path, reconciler_port: int, pool_port: int,
-                reconciler_args: Sequence[str] = (), *, run: bool = True) -> Iterator[list[Daemon]]:
-    """Both reconcilers as subprocesses (leader election off, health + metrics on loopback);
-    ``reconciler_args`` are added to tatara-reconciler's flags. ``run=False`` (they run as pods): none."""
+                reconciler_args: Sequence[str] = (), *, run: bool = True,
+                otlp_endpoint: str | None = None) -> Iterator[list[Daemon]]:
+    """Both reconcilers as subprocesses (leader election off, health + metrics on loopback, spans to
+    ``otlp_endpoint`` when given); ``reconciler_args`` are added to tatara-reconciler's flags. ``run=False``
+    (they run as pods): none."""
     daemons: list[Daemon] = []
     if not run:
         yield daemons
         return
+    env = tracing_env(otlp_endpoint)
     try:
         daemons.append(_start("tatara-reconciler", "reconciler.main",
                               ["--leader-elect=false", f"--health-addr=127.0.0.1:{reconciler_port}",
-                               "--table-status-interval=1", *reconciler_args], kubeconfig, logs, reconciler_port))
+                               "--table-status-interval=1", *reconciler_args], kubeconfig, logs, reconciler_port,
+                              env))
         daemons.append(_start("tatara-pool-reconciler", "pool_reconciler.main",
                               ["--leader-elect=false", f"--health-addr=127.0.0.1:{pool_port}",
-                               "--heartbeat-seconds=5"], kubeconfig, logs, pool_port))
+                               "--heartbeat-seconds=5"], kubeconfig, logs, pool_port, env))
         yield daemons
     finally:
         stop_process_groups([d.proc for d in daemons], STOP_GRACE)
@@ -503,10 +525,11 @@ async def install_flux_crds(kubeconfig: Path, crds: list[dict[str, Any]]) -> Non
 
 
 @contextmanager
-def local_node(target: Target, nats: NatsServer | None, receiver_port: int, logs: Path) -> Iterator[NodeStack | None]:
+def local_node(target: Target, nats: NatsServer | None, receiver_port: int, logs: Path,
+               jaeger: JaegerServer | None = None) -> Iterator[NodeStack | None]:
     """On a local plane started ``for_node``: build the images and start the node (on the main thread, so it
-    dies with this process: tools/processes.py), pods reaching NATS and the HTTP receiver on the node IP;
-    stopped on exit, its logs kept under ``logs/node``. None otherwise.
+    dies with this process: tools/processes.py), pods reaching NATS, the HTTP receiver and (when it runs)
+    Jaeger's OTLP receiver on the node IP; stopped on exit, its logs kept under ``logs/node``. None otherwise.
 
     Raises:
         NodeError: the node did not start, or an image or the node's binaries did not build.
@@ -519,7 +542,8 @@ def local_node(target: Target, nats: NatsServer | None, receiver_port: int, logs
     print("building the images (the project's Containerfile with buildah on a Debian base; cached by content) and "
           "starting the node (kubelet + containerd + runc in a sandbox of their own)…", flush=True)
     try:
-        stack = NodeStack(target.plane, forwards=[nats.port, receiver_port], log_dir=logs / "node").start()
+        forwards = [nats.port, receiver_port] + ([jaeger.otlp_http_port] if jaeger is not None else [])
+        stack = NodeStack(target.plane, forwards=forwards, log_dir=logs / "node").start()
     except (ImageError, BuildError) as err:
         raise NodeError(str(err)) from err
     try:
@@ -528,6 +552,66 @@ def local_node(target: Target, nats: NatsServer | None, receiver_port: int, logs
         yield stack
     finally:
         stack.stop()
+
+
+class TracingUnavailable(Exception):
+    """Jaeger did not build or start (the message says why; ``--tracing=off`` runs without it)."""
+
+
+@contextmanager
+def jaeger_server(target: Target, wanted: bool, query_port: int) -> Iterator[JaegerServer | None]:
+    """On a local plane when ``wanted``: a real Jaeger (in-memory storage) with its query API on
+    ``127.0.0.1:query_port`` and OTLP receivers on free loopback ports; built from its Go module on first use;
+    stopped on exit. None otherwise.
+
+    Raises:
+        TracingUnavailable: the build failed or Jaeger did not answer (nothing is left running).
+    """
+    if not target.local or not wanted:
+        yield None
+        return
+    if not jaeger_build.built().is_built():
+        print("building Jaeger from its Go module first (once; about 7 minutes cold on 2 cores; "
+              "`make control-plane` does it ahead of time)…", flush=True)
+    server = JaegerServer(query_port=query_port)
+    try:
+        server.start()
+    except (BuildError, JaegerError) as err:
+        server.stop()
+        raise TracingUnavailable(str(err)) from err
+    print(f"Jaeger running: traces of {', '.join(TRACED_SERVICES)} at {server.query_url}/api/traces "
+          f"(OTLP/HTTP in on {server.otlp_http_url})", flush=True)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def traces_hint(query_url: str) -> list[str]:
+    """How to read the traces ``tatara up`` collected (Jaeger's query API; this build has no web UI)."""
+    return [f"curl -s {query_url}/api/services",
+            f"curl -s '{query_url}/api/traces?service=tatara-reconciler&limit=20'",
+            f"curl -s {query_url}/api/traces/<trace id>    # a trace id is in every log line: trace_id"]
+
+
+async def traced_services(jaeger: JaegerServer, expected: Sequence[str], within: float = 15.0) -> list[str]:
+    """The services Jaeger holds spans of, sorted, once all of ``expected`` are there or ``within`` seconds
+    passed (the binaries export in batches, every few seconds); empty when the query fails (the summary still
+    prints)."""
+    found: list[str] = []
+
+    async def all_there() -> bool:
+        found[:] = sorted(await anyio.to_thread.run_sync(jaeger.services))
+        return set(expected) <= set(found)
+
+    try:
+        await wait_for(all_there, timeout=within, interval=0.5, what="spans of every traced service")
+    except TimeoutError:
+        print(f"tatara: Jaeger holds no spans of {', '.join(sorted(set(expected) - set(found)))} yet",
+              file=sys.stderr, flush=True)
+    except (JaegerError, OSError) as err:
+        print(f"tatara: cannot read Jaeger's services: {err}", file=sys.stderr, flush=True)
+    return found
 
 
 @contextmanager
@@ -690,7 +774,7 @@ def _print_request(request: RecordedRequest) -> None:
 
 
 async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None, flux: FluxStack | None,
-               node: NodeStack | None, logs: Path, started: float) -> int:
+               node: NodeStack | None, logs: Path, started: float, jaeger: JaegerServer | None = None) -> int:
     """On ``target``: CRDs, the controllers, the stand-ins and sinks (local plane only), the examples, then
     watch. On a local plane with a node (the default) the controllers are both charts installed by helm on
     the node and the export Jobs run as pods; with ``--fast`` they are subprocesses and the Job runner
@@ -738,15 +822,16 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
             pods: PodsView | None = None
             if node is not None:
                 try:
-                    for line in await install_controllers(node, namespaces):
+                    otlp = node_otlp_endpoint(jaeger.otlp_http_port) if jaeger is not None else None
+                    for line in await install_controllers(node, namespaces, otlp_endpoint=otlp):
                         print(line, flush=True)
                 except ChartInstallError as err:
                     print(f"tatara: the charts did not install: {err}", file=sys.stderr, flush=True)
                     tg.cancel_scope.cancel()
                     return 1
                 pods = PodsView(namespaces)
-            with reconcilers(target.kubeconfig, logs, args.reconciler_port, args.pool_port,
-                             reconciler_args, run=not on_node) as daemons:
+            with reconcilers(target.kubeconfig, logs, args.reconciler_port, args.pool_port, reconciler_args,
+                             run=not on_node, otlp_endpoint=jaeger.otlp_http_url if jaeger else None) as daemons:
                 await announce_ready(daemons)
                 exports = None
                 if target.plane is not None and sinks is not None:
@@ -779,6 +864,14 @@ async def _run(args: argparse.Namespace, target: Target, nats: NatsServer | None
                                                                                        for ex in examples}))}
                     print(f"Deployments helm-controller installed: {', '.join(extra['node']['workloads']) or '-'}",
                           flush=True)
+                if jaeger is not None:
+                    expected = [name for name in TRACED_SERVICES
+                                if name != "tatara-export-worker" or (exports is not None and exports.rows)]
+                    extra["traces"] = {"query": jaeger.query_url,
+                                       "services": await traced_services(jaeger, expected)}
+                    print("traces (Jaeger's query API):", flush=True)
+                    for line in traces_hint(jaeger.query_url):
+                        print(f"  {line}", flush=True)
                 kubectl = str(target.plane.toolchain.binary("kubectl")) if target.plane is not None else "kubectl"
                 await print_summary(examples, started, target.kubeconfig, daemons, sinks, exports, settled=settled,
                                     extra=extra, pods=pods, kubectl=kubectl)
@@ -845,14 +938,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         if not kubeconfig:
             check_ports_free({"NATS, --nats-port": args.nats_port,
-                              "HTTP receiver, --receiver-port": args.receiver_port})
+                              "HTTP receiver, --receiver-port": args.receiver_port,
+                              **({"Jaeger query API, --jaeger-port": args.jaeger_port}
+                                 if args.tracing == "on" else {})})
         if not kubeconfig and not args.fast:
             refuse_without_node()
         with cluster(kubeconfig, started, for_node=not args.fast) as target, \
                 nats_server(target, args.nats_port) as nats, \
+                jaeger_server(target, args.tracing == "on", args.jaeger_port) as jaeger, \
                 real_flux(target, args.flux == "real", logs) as flux, \
-                local_node(target, nats, args.receiver_port, logs) as node:
-            code = anyio.run(_run, args, target, nats, flux, node, logs, started)
+                local_node(target, nats, args.receiver_port, logs, jaeger) as node:
+            code = anyio.run(_run, args, target, nats, flux, node, logs, started, jaeger)
             _ignore_signals()  # the event loop's own handlers are gone: stopping must not be cut short
             return code
     except Interrupted as err:
@@ -865,6 +961,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     except (PortTaken, NatsServerError, NodeUnavailable) as err:
         print(f"tatara: {err}", file=sys.stderr, flush=True)
+        return 1
+    except TracingUnavailable as err:
+        print(f"tatara: Jaeger did not start: {err}\n(--tracing=off runs without traces)", file=sys.stderr,
+              flush=True)
         return 1
     except NodeError as err:
         print(f"tatara: the local node did not come up: {err}\n(`.venv/bin/tatara up --fast` runs without a node)",
@@ -905,7 +1005,7 @@ def _ignore_signals() -> None:
 def add_subcommand(sub: Any) -> None:
     up = sub.add_parser("up", help="run everything locally: control plane and a node, the image, CRDs, both charts "
                                    "(the controllers as pods), real Flux (or its stand-in), NATS and an HTTP "
-                                   "receiver, the examples; until Ctrl-C")
+                                   "receiver, Jaeger, the examples; until Ctrl-C")
     up.add_argument("--kubeconfig", default=None,
                     help="use this cluster instead of a local control plane (default: $KUBECONFIG if set); "
                          "only missing CRDs are installed and no stand-in runs there")
@@ -930,4 +1030,9 @@ def add_subcommand(sub: Any) -> None:
                     help=f"NATS client port on 127.0.0.1, local plane only (default {NATS_PORT})")
     up.add_argument("--receiver-port", type=int, default=RECEIVER_PORT,
                     help=f"HTTP receiver port on 127.0.0.1, local plane only (default {RECEIVER_PORT})")
+    up.add_argument("--tracing", choices=("on", "off"), default="on",
+                    help="local plane only: run a real Jaeger (built from its Go module on first use) and send both "
+                         "controllers' and the export Jobs' spans to it (default on)")
+    up.add_argument("--jaeger-port", type=int, default=JAEGER_PORT,
+                    help=f"Jaeger's query API port on 127.0.0.1, local plane only (default {JAEGER_PORT})")
     up.set_defaults(func=cmd_up)

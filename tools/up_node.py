@@ -50,14 +50,28 @@ def node_sink_urls(nats_port: int, receiver_port: int) -> tuple[str, str]:
     return f"nats://{NODE_IP}:{nats_port}", f"http://{NODE_IP}:{receiver_port}"
 
 
-async def install_controllers(stack: NodeStack, export_namespaces: Sequence[str]) -> list[str]:
-    """``helm install --wait`` both charts with the built image; one line per release for ``tatara up`` to print.
+def node_otlp_endpoint(otlp_http_port: int) -> str:
+    """Jaeger's OTLP/HTTP receiver as pods see it: the node IP, where the host's loopback port is forwarded."""
+    return f"http://{NODE_IP}:{otlp_http_port}"
+
+
+def tracing_values(otlp_endpoint: str) -> dict[str, Any]:
+    """Both charts' ``tracing`` block for ``tatara up``: every new trace kept (ratio 1), so each example's
+    reconciles and export Jobs can be found in Jaeger; parent-based, as the charts' default."""
+    return {"tracing": {"otlpEndpoint": otlp_endpoint, "sampler": "parentbased_traceidratio", "samplerRatio": "1"}}
+
+
+async def install_controllers(stack: NodeStack, export_namespaces: Sequence[str], *,
+                              otlp_endpoint: str | None = None) -> list[str]:
+    """``helm install --wait`` both charts with the built image (tracing to ``otlp_endpoint`` when given); one
+    line per release for ``tatara up`` to print.
 
     Raises:
         tools.node_stack.ChartInstallError: a release did not roll out.
     """
-    releases = ((RECONCILER, reconciler_values(stack.image, export_namespaces)),
-                (POOL_RECONCILER, pool_values(stack.image)))
+    tracing = tracing_values(otlp_endpoint) if otlp_endpoint else {}
+    releases = ((RECONCILER, {**reconciler_values(stack.image, export_namespaces), **tracing}),
+                (POOL_RECONCILER, {**pool_values(stack.image), **tracing}))
     failures: list[ChartInstallError] = []
 
     async def install(chart: str, values: dict[str, Any]) -> None:

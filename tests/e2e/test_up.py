@@ -36,11 +36,11 @@ EXPECTED_PHASES = {
 def test_up_fast_with_the_flux_standin_brings_every_example_to_its_expected_state_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     ports = free_port(), free_port()
-    nats_port, receiver_port = free_port(), free_port()
+    nats_port, receiver_port, jaeger_port = free_port(), free_port(), free_port()
     result = subprocess.run(
         [sys.executable, "-m", "tools.cli", "up", "--fast", "--flux=standin", "--exit-when-settled", "--timeout", "240",
          "--reconciler-port", str(ports[0]), "--pool-port", str(ports[1]),
-         "--nats-port", str(nats_port), "--receiver-port", str(receiver_port)],
+         "--nats-port", str(nats_port), "--receiver-port", str(receiver_port), "--jaeger-port", str(jaeger_port)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "Flux STAND-IN running (--flux=standin): no real Flux runs" in result.stdout
@@ -63,6 +63,11 @@ def test_up_fast_with_the_flux_standin_brings_every_example_to_its_expected_stat
     assert jobs == {f"release-train-export-{i}": ("Complete", "Shipped") for i in range(3)}
     assert summary["exports"]["http_requests"] == 1
     assert summary["exports"]["stream_messages"] == {"TATARA_RECEIPTS": 1}
+    # a real Jaeger received the spans of both reconcilers and of the export Jobs the stand-in ran
+    assert summary["traces"]["query"] == f"http://127.0.0.1:{jaeger_port}"
+    assert {"tatara-reconciler", "tatara-pool-reconciler", "tatara-export-worker"} <= set(
+        summary["traces"]["services"]), summary["traces"]
+    assert f"curl -s http://127.0.0.1:{jaeger_port}/api/services" in result.stdout
     # Everything it started is gone: the plane's directory is removed with it.
     assert not Path(summary["kubeconfig"]).exists()
     flags = [f"--health-addr=127.0.0.1:{port}" for port in ports]

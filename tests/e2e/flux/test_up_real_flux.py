@@ -41,7 +41,7 @@ def test_up_that_cannot_build_real_flux_says_so_and_exits_1_leaving_nothing(tmp_
     result = subprocess.run(
         [sys.executable, "-m", "tools.cli", "up", "--fast", "--exit-when-settled", "--timeout", "60",
          "--reconciler-port", str(free_port()), "--pool-port", str(free_port()),
-         "--nats-port", str(free_port()), "--receiver-port", str(free_port())],
+         "--nats-port", str(free_port()), "--receiver-port", str(free_port()), "--tracing=off"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "tatara: real Flux did not start: `go` is not on PATH" in result.stderr

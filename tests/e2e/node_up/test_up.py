@@ -16,6 +16,7 @@ import pytest
 
 from tests.e2e.flux.test_up_real_flux import processes_mentioning
 from tests.e2e.test_up import EXPECTED_PHASES, ROOT
+from tools.controlplane import jaeger as jaeger_build
 from tools.controlplane.cluster import free_port
 from tools.controlplane.flux import ensure_all_built
 from tools.controlplane.nodenet import NODE_NAME
@@ -42,10 +43,11 @@ def processes_in(namespaces: set[str]) -> list[str]:
 def test_up_runs_the_product_on_the_node_with_real_flux_and_leaves_nothing() -> None:
     ensure_all_built()  # built here on a clean machine, so the subprocess's timeout covers only the run
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    nats_port, receiver_port = free_port(), free_port()
+    jaeger_build.built().ensure_built()
+    nats_port, receiver_port, jaeger_port = free_port(), free_port(), free_port()
     result = subprocess.run(
         [sys.executable, "-m", "tools.cli", "up", "--exit-when-settled", "--timeout", "300",
-         "--nats-port", str(nats_port), "--receiver-port", str(receiver_port)],
+         "--nats-port", str(nats_port), "--receiver-port", str(receiver_port), "--jaeger-port", str(jaeger_port)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-4000:]
     assert "STAND-IN" not in result.stdout, "a stand-in ran in the default mode"
@@ -71,6 +73,10 @@ def test_up_runs_the_product_on_the_node_with_real_flux_and_leaves_nothing() -> 
     assert all(p["status"] == "Succeeded" and p["node"] == NODE_NAME for p in job_pods), job_pods
     assert summary["exports"]["http_requests"] == 1
     assert summary["exports"]["stream_messages"] == {"TATARA_RECEIPTS": 1}
+    # Jaeger on the host received spans from the controllers' pods and the export Jobs' pods (over the node IP)
+    assert summary["traces"]["query"] == f"http://127.0.0.1:{jaeger_port}"
+    assert {"tatara-reconciler", "tatara-pool-reconciler", "tatara-export-worker"} <= set(
+        summary["traces"]["services"]), summary["traces"]
 
     # real Flux: kustomize-controller applied the git paths of the Processes still alive (tools/up_flux.py
     # names them <process>-<last path segment>), helm-controller installed the pool members' chart, whose

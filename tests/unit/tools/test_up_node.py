@@ -3,14 +3,24 @@ the sinks' URLs as pods see them, the hints, and the chart installs' failure rea
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+import yaml
 
 from tools.controlplane.nodenet import NODE_IP
 from tools.node_stack import ChartInstallError
-from tools.up_node import PodRow, PodsView, hints, install_controllers, node_sink_urls
+from tools.up_node import (
+    PodRow,
+    PodsView,
+    hints,
+    install_controllers,
+    node_otlp_endpoint,
+    node_sink_urls,
+    tracing_values,
+)
 
 
 def pod(name: str, *, phase: str = "Running", statuses: list[dict[str, Any]] | None = None,
@@ -64,6 +74,17 @@ def test_an_empty_view_renders_nothing() -> None:
 
 def test_pods_reach_the_sinks_at_the_node_ip_on_the_hosts_ports() -> None:
     assert node_sink_urls(14222, 18090) == (f"nats://{NODE_IP}:14222", f"http://{NODE_IP}:18090")
+
+
+@pytest.mark.parametrize("chart", ["tatara-reconciler", "tatara-pool-reconciler"])
+def test_the_tracing_values_point_pods_at_jaeger_on_the_node_ip_and_set_only_each_charts_own_keys(
+        chart: str) -> None:
+    values = tracing_values(node_otlp_endpoint(4318))
+    assert values["tracing"]["otlpEndpoint"] == f"http://{NODE_IP}:4318"
+    assert float(values["tracing"]["samplerRatio"]) == 1.0
+    defaults = yaml.safe_load((Path(__file__).resolve().parents[3] / "charts" / chart / "values.yaml").read_text())
+    assert set(values["tracing"]) <= set(defaults["tracing"])
+    assert all(type(v) is type(defaults["tracing"][k]) for k, v in values["tracing"].items())
 
 
 def test_the_hints_name_the_built_kubectl_and_each_export_namespace() -> None:
