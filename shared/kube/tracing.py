@@ -15,12 +15,16 @@ without the propagator registry (:mod:`opentelemetry.propagate` loads entry poin
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import threading
 from collections.abc import Mapping
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+
+log = logging.getLogger(__name__)
 
 _ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
@@ -59,13 +63,31 @@ def configure_tracing(service_name: str, environ: Mapping[str, str] | None = Non
     return True
 
 
-def shutdown_tracing() -> None:
+SHUTDOWN_TIMEOUT = 3.0
+"""Seconds :func:`shutdown_tracing` waits for the last spans to be exported. The OTLP exporter retries an
+unreachable collector with backoff for up to its own timeout (``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s), which would
+hold an export Job's pod, or a controller's shutdown, that long for spans nobody can receive."""
+
+
+def shutdown_tracing(timeout: float = SHUTDOWN_TIMEOUT) -> bool:
     """Flush the spans still queued and stop the exporter (a short-lived process, the export worker, ends
-    before the batch processor's next export otherwise)."""
+    before the batch processor's next export otherwise), waiting at most ``timeout`` seconds.
+
+    The SDK's shutdown runs in a daemon thread; past ``timeout`` the spans still queued are given up (logged)
+    and the process may exit. Returns True when the flush finished (or tracing is off), False when given up.
+    """
     provider = trace.get_tracer_provider()
     shutdown = getattr(provider, "shutdown", None)
-    if enabled and shutdown is not None:
-        shutdown()
+    if not enabled or shutdown is None:
+        return True
+    worker = threading.Thread(target=shutdown, name="otel-shutdown", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        log.warning("spans not exported within %.1f s (is the collector at OTEL_EXPORTER_OTLP_ENDPOINT "
+                    "reachable?): given up", timeout)
+        return False
+    return True
 
 
 def format_traceparent(span_context: trace.SpanContext) -> str:

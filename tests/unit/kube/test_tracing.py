@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -112,3 +116,28 @@ def test_an_export_job_carries_the_traceparent_only_when_given_one() -> None:
     again = with_traceparent(traced, "00-" + "1" * 32 + "-" + "2" * 16 + "-00")
     assert as_json(again)["spec"]["template"]["spec"]["containers"][0]["env"] == [
         {"name": "TRACEPARENT", "value": "00-" + "1" * 32 + "-" + "2" * 16 + "-00"}]
+
+
+SHUTDOWN_PROBE = """
+import sys
+from opentelemetry import trace
+from shared.kube import tracing
+assert tracing.configure_tracing("probe")
+with trace.get_tracer("probe").start_as_current_span("one"):
+    pass
+print("flushed" if tracing.shutdown_tracing(timeout=0.5) else "given up")
+"""
+
+
+def test_a_shutdown_with_the_collector_unreachable_gives_up_after_its_timeout_instead_of_retrying_on() -> None:
+    # a fresh interpreter: the global tracer provider can be set once per process. Nothing listens on the
+    # port (bound, then closed), so every export attempt is refused and the exporter backs off and retries
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
+    result = subprocess.run([sys.executable, "-c", SHUTDOWN_PROBE], env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "given up", result.stdout + result.stderr
+    assert "spans not exported within 0.5 s" in result.stderr
