@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -226,12 +226,15 @@ class Controller(Generic[T]):
                 request = await self.queue.get()
             except ShutDown:
                 return
+            exemplar: Mapping[str, str] | None = None
             try:
-                await self._reconcile_one(request)
+                exemplar = await self._reconcile_one(request)
             finally:
-                self.queue.done(request)
+                self.queue.done(request, exemplar=exemplar)
 
-    async def _reconcile_one(self, request: Request) -> None:
+    async def _reconcile_one(self, request: Request) -> Mapping[str, str] | None:
+        """Reconcile ``request`` once inside its span; the span's trace and span id when it was sampled (the
+        exemplar of the work-queue observations: docs/runtime.md#traces), else None."""
         m, name = self.metrics, self.name
         active = m.active_workers.labels(name)
         active.inc()
@@ -240,8 +243,10 @@ class Controller(Generic[T]):
                       "k8s.object.name": request.name}
         with log_context(controller=name, namespace=request.namespace or "", name=request.name), \
                 self._tracer.start_as_current_span(f"reconcile {name}", attributes=attributes) as span:
+            exemplar = tracing.log_ids() if self.queue.waits is not None and span.get_span_context(
+                ).trace_flags.sampled else None
             if self.queue.waits is not None:
-                span.set_attribute("tatara.queue.wait_seconds", self.queue.waits.pop(request, 0.0))
+                span.set_attribute("tatara.queue.wait_seconds", self.queue.take_wait(request, exemplar))
                 span.set_attribute("tatara.queue.requeues", self.queue.num_requeues(request))
             try:
                 result = await self.reconcile(request) or Result.done()
@@ -252,7 +257,7 @@ class Controller(Generic[T]):
                 m.reconcile_total.labels(name, "error").inc()
                 span.set_status(trace.StatusCode.ERROR, str(err))
                 self.queue.forget(request)
-                return
+                return exemplar
             except Exception as err:
                 if not isinstance(err, ApiError):
                     m.reconcile_panics_total.labels(name).inc()
@@ -268,12 +273,12 @@ class Controller(Generic[T]):
                     self.queue.add_after(request, retry_after)
                 else:
                     self.queue.add_rate_limited(request)
-                return
+                return exemplar
             finally:
                 elapsed = time.perf_counter() - started
-                if self.queue.waits is not None and span.get_span_context().trace_flags.sampled:
+                if exemplar:
                     # the exemplar: this observation's trace (docs/runtime.md#traces)
-                    m.reconcile_time_seconds.labels(name).observe_with_exemplar(elapsed, tracing.log_ids())
+                    m.reconcile_time_seconds.labels(name).observe_with_exemplar(elapsed, exemplar)
                 else:
                     m.reconcile_time_seconds.labels(name).observe(elapsed)
                 active.dec()
@@ -287,3 +292,4 @@ class Controller(Generic[T]):
                 self.queue.add_after(request, result.requeue_after, urgent=result.urgent)
             else:
                 m.reconcile_total.labels(name, "success").inc()
+        return exemplar

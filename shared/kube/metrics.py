@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 import prometheus_client
@@ -264,11 +264,17 @@ class WorkQueueMetrics:
     def added(self) -> None:
         self._adds.inc()
 
-    def queued_for(self, seconds: float) -> None:
-        self._queue_duration.observe(seconds)
+    def queued_for(self, seconds: float, exemplar: Mapping[str, str] | None = None) -> None:
+        if exemplar:
+            self._queue_duration.observe_with_exemplar(seconds, exemplar)
+        else:
+            self._queue_duration.observe(seconds)
 
-    def worked_for(self, seconds: float) -> None:
-        self._work_duration.observe(seconds)
+    def worked_for(self, seconds: float, exemplar: Mapping[str, str] | None = None) -> None:
+        if exemplar:
+            self._work_duration.observe_with_exemplar(seconds, exemplar)
+        else:
+            self._work_duration.observe(seconds)
 
     def retried(self) -> None:
         self._retries.inc()

@@ -27,7 +27,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Final, Generic, Protocol, TypeVar
 
 import anyio
@@ -194,12 +194,13 @@ class QueueMetrics(Protocol):
         """A key entered the queue (not counted when deduplicated)."""
         ...
 
-    def queued_for(self, seconds: float) -> None:
-        """Time a key waited between its add and its hand-out."""
+    def queued_for(self, seconds: float, exemplar: Mapping[str, str] | None = None) -> None:
+        """Time a key waited between its add and its hand-out; ``exemplar``: the labels (trace and span id) of
+        the reconcile that took it, kept as the bucket's OpenMetrics exemplar."""
         ...
 
-    def worked_for(self, seconds: float) -> None:
-        """Time between a key's hand-out and its ``done``."""
+    def worked_for(self, seconds: float, exemplar: Mapping[str, str] | None = None) -> None:
+        """Time between a key's hand-out and its ``done``; ``exemplar`` as for :meth:`queued_for`."""
         ...
 
     def retried(self) -> None:
@@ -240,8 +241,8 @@ class WorkQueue(Generic[K]):
         self._processing: dict[K, float] = {}  # key -> hand-out time
         self._added_at: dict[K, float] = {}  # key -> add time, for the queue-duration metric
         self.waits: dict[K, float] | None = None
-        """When a dict (tracing on), each hand-out records here the seconds its key waited queued (with
-        metrics: the time the queue-duration metric observes); the caller pops it."""
+        """When a dict (tracing on), each hand-out records here the seconds its key waited queued, and the
+        queue-duration observation waits for :meth:`take_wait`, which gives it the taker's exemplar."""
         self._waiting: dict[K, tuple[float, int]] = {}  # key -> (ready_at, seq) of its live heap entry
         self._heap: list[tuple[float, int, K]] = []
         self._seq = 0
@@ -340,8 +341,19 @@ class WorkQueue(Generic[K]):
                 raise
             self._discard_getter(woken)
 
-    def done(self, key: K) -> None:
-        """Finish processing ``key``; if it was re-added meanwhile, queue it again.
+    def take_wait(self, key: K, exemplar: Mapping[str, str] | None = None) -> float:
+        """With :attr:`waits` on: the seconds ``key`` waited before its hand-out, observed now as the queue
+        duration with ``exemplar`` (the trace of the reconcile that took it); 0.0 when none was recorded."""
+        if self.waits is None or key not in self.waits:
+            return 0.0
+        seconds = self.waits.pop(key)
+        if self._metrics is not None:
+            self._metrics.queued_for(seconds, exemplar)
+        return seconds
+
+    def done(self, key: K, *, exemplar: Mapping[str, str] | None = None) -> None:
+        """Finish processing ``key``; if it was re-added meanwhile, queue it again. ``exemplar``: kept with the
+        work-duration observation (the trace of the reconcile that did the work).
 
         Raises ValueError if ``key`` is not processing (a double ``done`` is a bug in the caller).
         """
@@ -349,8 +361,10 @@ class WorkQueue(Generic[K]):
             started = self._processing.pop(key)
         except KeyError:
             raise ValueError(f"done() for a key that is not processing: {key!r}") from None
+        if self.waits is not None:
+            self.take_wait(key)  # a hand-out nobody took the wait of is still observed, without an exemplar
         if self._metrics is not None:
-            self._metrics.worked_for(self._clock.now() - started)
+            self._metrics.worked_for(self._clock.now() - started, exemplar)
         if self._shutting_down:
             self._dirty.discard(key)
             if not self._processing:
@@ -418,6 +432,7 @@ class WorkQueue(Generic[K]):
         self._dirty.add(key)
         if self._metrics is not None:
             self._metrics.added()
+        if self._metrics is not None or self.waits is not None:
             self._added_at.setdefault(key, self._clock.now())
         if urgent:
             self._urgent_keys.add(key)
@@ -430,11 +445,12 @@ class WorkQueue(Generic[K]):
         self._dirty.discard(key)
         now = self._clock.now()
         self._processing[key] = now
-        if self._metrics is not None:
+        if self._metrics is not None or self.waits is not None:
             added = self._added_at.pop(key, now)
-            self._metrics.queued_for(now - added)
             if self.waits is not None:
-                self.waits[key] = now - added
+                self.waits[key] = now - added  # observed by take_wait, with the taker's exemplar
+            elif self._metrics is not None:
+                self._metrics.queued_for(now - added)
 
     def _promote_due(self) -> None:
         heap = self._heap

@@ -13,8 +13,10 @@ What must hold, each checked on what Jaeger returns:
 
 from __future__ import annotations
 
+import io
 import os
 import sys
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
+from prometheus_client.openmetrics.parser import text_fd_to_metric_families
 
 from shared.domain.resources import PROCESSES
 from shared.kube.client import NAMESPACES, KubeClient
@@ -175,6 +178,42 @@ async def test_a_release_is_one_trace_from_the_reconcile_to_the_sink(
     # the sink's traceparent names the worker's ship span in this very trace
     assert ship_span_id == steps["ship"]["spanID"]
     print(render(trace), file=sys.stderr)
+
+    # the metrics lead to the traces: each exemplar of the reconcile-time and work-queue histograms names a
+    # reconcile span (of the Process or the ProcessTable controller) Jaeger holds (scraped as Prometheus does, asking for OpenMetrics first)
+    exemplars = await anyio.to_thread.run_sync(scrape_exemplars, reconciler.metrics)
+    assert set(exemplars) == set(EXEMPLAR_FAMILIES), exemplars
+    for family, found in exemplars.items():
+        for trace_id_hex, span_id in found:
+            async def holds_reconcile(trace_id_hex: str = trace_id_hex, span_id: str = span_id) -> bool:
+                held = await anyio.to_thread.run_sync(jaeger.find_trace, trace_id_hex)
+                names = {s["spanID"]: s["operationName"] for s in (held or {}).get("spans", [])}
+                return names.get(span_id, "").startswith("reconcile ")  # of any controller: process, processtable
+
+            await wait_for(holds_reconcile, timeout=TIMEOUT, what=f"{family}'s exemplar {trace_id_hex} in Jaeger")
+
+
+EXEMPLAR_FAMILIES = ("controller_runtime_reconcile_time_seconds", "workqueue_queue_duration_seconds",
+                     "workqueue_work_duration_seconds")
+"""The histograms whose observations keep their reconcile's trace as exemplar (docs/runtime.md#traces)."""
+
+
+def scrape_exemplars(url: str) -> dict[str, set[tuple[str, str]]]:
+    """(trace id, span id) of every exemplar of :data:`EXEMPLAR_FAMILIES` on ``url`` (``/metrics``, asked for
+    OpenMetrics with the ``Accept`` Prometheus sends), parsed by prometheus-client's OpenMetrics parser."""
+    accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept}), timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("application/openmetrics-text"), response.headers
+        body = response.read().decode()
+    found: dict[str, set[tuple[str, str]]] = {}
+    for family in text_fd_to_metric_families(io.StringIO(body)):  # type: ignore[no-untyped-call]
+        if family.name not in EXEMPLAR_FAMILIES:
+            continue
+        for sample in family.samples:
+            if sample.exemplar is not None:
+                labels = sample.exemplar.labels
+                found.setdefault(family.name, set()).add((labels["trace_id"], labels["span_id"]))
+    return found
 
 
 def render(trace: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ never with real sleeps.
 from __future__ import annotations
 
 import contextlib
+import io
 import random
 from collections.abc import Awaitable, Callable
 
@@ -14,8 +15,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client.openmetrics.parser import text_fd_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families
 
-from shared.kube.metrics import RuntimeMetrics
+from shared.kube.metrics import RuntimeMetrics, render, render_openmetrics
 from shared.kube.workqueue import (
     BucketRateLimiter,
     ItemExponentialBackoff,
@@ -495,3 +498,67 @@ async def test_the_queue_reports_adds_depth_durations_retries_and_in_flight_work
     q.add_rate_limited("b")
     q.add_after("c", 0)
     assert sample(reg, "workqueue_retries_total") == 2, "only adds with a non-zero delay count as retries"
+
+
+def exemplars_of(registry: CollectorRegistry, family: str) -> dict[str, tuple[float, dict[str, str]]]:
+    """``le`` → (observed value to the µs, exemplar labels) of each bucket of ``family`` that holds an exemplar,
+    read back with prometheus-client's own OpenMetrics parser."""
+    found: dict[str, tuple[float, dict[str, str]]] = {}
+    body = io.StringIO(render_openmetrics(registry).decode())
+    for fam in text_fd_to_metric_families(body):  # type: ignore[no-untyped-call]
+        if fam.name != family:
+            continue
+        for sample in fam.samples:
+            if sample.exemplar is not None:
+                found[sample.labels["le"]] = (round(sample.exemplar.value, 6), dict(sample.exemplar.labels))
+    return found
+
+
+async def test_with_waits_on_the_queue_and_work_durations_carry_the_exemplar_of_the_reconcile_that_took_the_key(
+        ) -> None:
+    clock = FakeClock()
+    registry = CollectorRegistry()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, metrics=RuntimeMetrics(registry).workqueue("toy"))
+    queue.waits = {}
+    trace_ids = {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}
+    queue.add("a")
+    clock.advance(0.05)  # waited 50 ms: the 0.1 bucket of the workqueue buckets (1e-8 … 1000, ×10)
+    assert await queue.get() == "a"
+    assert exemplars_of(registry, "workqueue_queue_duration_seconds") == {}  # not observed before it is taken
+    assert queue.take_wait("a", trace_ids) == pytest.approx(0.05)
+    clock.advance(2.0)  # worked 2 s: the 10.0 bucket
+    queue.done("a", exemplar=trace_ids)
+    assert exemplars_of(registry, "workqueue_queue_duration_seconds") == {"0.1": (0.05, trace_ids)}
+    assert exemplars_of(registry, "workqueue_work_duration_seconds") == {"10.0": (2.0, trace_ids)}
+
+
+async def test_a_wait_nobody_took_is_still_observed_at_done_without_an_exemplar() -> None:
+    clock = FakeClock()
+    registry = CollectorRegistry()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, metrics=RuntimeMetrics(registry).workqueue("toy"))
+    queue.waits = {}
+    queue.add("a")
+    clock.advance(0.05)
+    assert await queue.get() == "a"
+    queue.done("a")
+    assert queue.waits == {}
+    counts = {s.labels["le"]: s.value for f in text_string_to_metric_families(render(registry).decode())
+              if f.name == "workqueue_queue_duration_seconds" for s in f.samples if s.name.endswith("_bucket")}
+    assert (counts["0.01"], counts["0.1"]) == (0.0, 1.0)
+    assert exemplars_of(registry, "workqueue_queue_duration_seconds") == {}
+
+
+async def test_with_waits_off_the_queue_duration_is_observed_at_the_hand_out_without_an_exemplar() -> None:
+    clock = FakeClock()
+    registry = CollectorRegistry()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, metrics=RuntimeMetrics(registry).workqueue("toy"))
+    queue.add("a")
+    clock.advance(0.05)
+    assert await queue.get() == "a"
+    counts = {s.labels["le"]: s.value for f in text_string_to_metric_families(render(registry).decode())
+              if f.name == "workqueue_queue_duration_seconds" for s in f.samples if s.name.endswith("_bucket")}
+    assert (counts["0.01"], counts["0.1"]) == (0.0, 1.0)  # observed before done
+    assert queue.take_wait("a") == 0.0
+    queue.done("a")
+    assert exemplars_of(registry, "workqueue_queue_duration_seconds") == {}
+    assert exemplars_of(registry, "workqueue_work_duration_seconds") == {}
