@@ -180,7 +180,8 @@ async def test_a_release_is_one_trace_from_the_reconcile_to_the_sink(
     print(render(trace), file=sys.stderr)
 
     # the metrics lead to the traces: each exemplar of the reconcile-time and work-queue histograms names a
-    # reconcile span (of the Process or the ProcessTable controller) Jaeger holds (scraped as Prometheus does, asking for OpenMetrics first)
+    # reconcile span (of the Process or the ProcessTable controller) that Jaeger holds; scraped as Prometheus
+    # does, asking for OpenMetrics first
     exemplars = await anyio.to_thread.run_sync(scrape_exemplars, reconciler.metrics)
     assert set(exemplars) == set(EXEMPLAR_FAMILIES), exemplars
     for family, found in exemplars.items():
@@ -188,7 +189,7 @@ async def test_a_release_is_one_trace_from_the_reconcile_to_the_sink(
             async def holds_reconcile(trace_id_hex: str = trace_id_hex, span_id: str = span_id) -> bool:
                 held = await anyio.to_thread.run_sync(jaeger.find_trace, trace_id_hex)
                 names = {s["spanID"]: s["operationName"] for s in (held or {}).get("spans", [])}
-                return names.get(span_id, "").startswith("reconcile ")  # of any controller: process, processtable
+                return str(names.get(span_id, "")).startswith("reconcile ")  # of any controller: process, processtable
 
             await wait_for(holds_reconcile, timeout=TIMEOUT, what=f"{family}'s exemplar {trace_id_hex} in Jaeger")
 
