@@ -361,8 +361,7 @@ class WorkQueue(Generic[K]):
             started = self._processing.pop(key)
         except KeyError:
             raise ValueError(f"done() for a key that is not processing: {key!r}") from None
-        if self.waits is not None:
-            self.take_wait(key)  # a hand-out nobody took the wait of is still observed, without an exemplar
+        self.take_wait(key)  # a wait nobody took is still observed, without an exemplar (a no-op with waits off)
         if self._metrics is not None:
             self._metrics.worked_for(self._clock.now() - started, exemplar)
         if self._shutting_down:
