@@ -80,8 +80,20 @@ class _Layout:
         return self.next_id - 1
 
 
+EXEMPLAR_HISTOGRAMS = ("controller_runtime_reconcile_time_seconds", "workqueue_queue_duration_seconds",
+                       "workqueue_work_duration_seconds")
+"""The histograms whose buckets carry a traced reconcile's ``trace_id``/``span_id`` as exemplar
+(docs/runtime.md#traces): their latency panels ask Grafana for the exemplars (on the p99 target only, so each
+exemplar is drawn once)."""
+
+
 def _target(expr: str, legend: str, ref: str) -> dict[str, Any]:
-    return {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref, "range": True}
+    target: dict[str, Any] = {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": ref, "range": True}
+    if legend.startswith("p99") and any(f"{name}_bucket" in expr for name in EXEMPLAR_HISTOGRAMS):
+        # Grafana queries /api/v1/query_exemplars with this expression and draws each exemplar as a point; the
+        # Prometheus data source's exemplarTraceIdDestinations (label trace_id) turns it into a link to the trace
+        target["exemplar"] = True
+    return target
 
 
 def timeseries(title: str, description: str, unit: str, targets: list[tuple[str, str]], *,
@@ -173,7 +185,9 @@ def runtime_panels(lay: _Layout, controllers: str) -> None:
     lay.add(timeseries("Reconcile errors", "Reconciliations that returned an error "
                        "(controller_runtime_reconcile_errors_total).", "ops",
                        [(_rate("controller_runtime_reconcile_errors_total", "controller", ctl), "{{controller}}")]))
-    lay.add(timeseries("Reconcile latency (p50 / p99)", "controller_runtime_reconcile_time_seconds.", "s",
+    lay.add(timeseries("Reconcile latency (p50 / p99)", "controller_runtime_reconcile_time_seconds. With tracing "
+                       "on, the points on p99 are exemplars: each names the trace of a reconcile in that bucket "
+                       "(a link, once the data source maps trace_id to the tracing back end).", "s",
                        [(e.replace(f"{{{SEL}}}", f"{{{SEL}{ctl}}}"), legend) for e, legend in
                         _quantiles("controller_runtime_reconcile_time_seconds", "controller", "{{controller}}")]))
     lay.add(timeseries("Workers in use", "controller_runtime_active_workers against "
@@ -190,11 +204,13 @@ def runtime_panels(lay: _Layout, controllers: str) -> None:
     lay.add(timeseries("Depth", "Keys ready in the queue (workqueue_depth).", "short",
                        [(f"sum by (name) (workqueue_depth{{{SEL}{wq}}})", "{{name}}")]))
     lay.add(timeseries("Queue latency (p50 / p99)", "Seconds a key waits before a worker takes it "
-                       "(workqueue_queue_duration_seconds).", "s",
+                       "(workqueue_queue_duration_seconds; with tracing on, p99's points are exemplars leading "
+                       "to the reconcile that took the key).", "s",
                        [(e.replace(f"{{{SEL}}}", f"{{{SEL}{wq}}}"), legend) for e, legend in
                         _quantiles("workqueue_queue_duration_seconds", "name", "{{name}}")]))
     lay.add(timeseries("Work duration (p50 / p99)", "Seconds from hand-out to done "
-                       "(workqueue_work_duration_seconds).", "s",
+                       "(workqueue_work_duration_seconds; with tracing on, p99's points are exemplars leading "
+                       "to the reconcile).", "s",
                        [(e.replace(f"{{{SEL}}}", f"{{{SEL}{wq}}}"), legend) for e, legend in
                         _quantiles("workqueue_work_duration_seconds", "name", "{{name}}")]))
     lay.add(timeseries("Adds and retries", "workqueue_adds_total and workqueue_retries_total.", "ops",

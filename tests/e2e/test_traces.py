@@ -8,7 +8,9 @@ What must hold, each checked on what Jaeger returns:
 - every API-request span of the reconciler has a reconcile span as its parent;
 - the worker's ``export`` span is a child of the reconcile that applied the export Job (phase before
   ``Releasing``), the request span ``apply jobs`` being its sibling: one trace from the decision to the receipt;
-- the sink received ``traceparent`` naming that trace, and the worker's ``ship`` span as the parent.
+- the sink received ``traceparent`` naming that trace, and the worker's ``ship`` span as the parent;
+- every exemplar on ``/metrics``, and every exemplar a real Prometheus returns for the dashboard's exemplar queries,
+  names a reconcile span Jaeger holds.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from __future__ import annotations
 import io
 import os
 import sys
+import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anyio
 import pytest
 from prometheus_client.openmetrics.parser import text_fd_to_metric_families
@@ -29,7 +33,9 @@ from prometheus_client.openmetrics.parser import text_fd_to_metric_families
 from shared.domain.resources import PROCESSES
 from shared.kube.client import NAMESPACES, KubeClient
 from tests.integration.reconciler.test_releasing import ephemeral, gone
+from tests.support import dashboards as dash
 from tests.support.kube import wait_for
+from tests.support.prometheus import PROMETHEUS, grafana, prometheus, query_exemplars
 from tools.controlplane import LocalControlPlane
 from tools.controlplane.cluster import free_port
 from tools.crds import all_crds, install_crds
@@ -192,6 +198,51 @@ async def test_a_release_is_one_trace_from_the_reconcile_to_the_sink(
                 return str(names.get(span_id, "")).startswith("reconcile ")  # of any controller: process, processtable
 
             await wait_for(holds_reconcile, timeout=TIMEOUT, what=f"{family}'s exemplar {trace_id_hex} in Jaeger")
+
+    # ... and so does Grafana's path through Prometheus: with exemplar storage it scrapes OpenMetrics and keeps
+    # them, and each latency panel's exemplar query returns exemplars whose span Jaeger holds
+    (tmp_path / "prometheus").mkdir()
+    await exemplars_through_prometheus(reconciler, ns, tmp_path / "prometheus", jaeger)
+
+
+async def exemplars_through_prometheus(reconciler: Daemon, ns: str, tmp: Path, jaeger: JaegerServer) -> None:
+    """A real Prometheus (``--enable-feature=exemplar-storage``) scrapes ``reconciler`` under the labels the
+    chart's ServiceMonitor gives it; every ``"exemplar": true`` target of the chart's dashboard, filled in as
+    Grafana fills it, must return exemplars from ``/api/v1/query_exemplars``, each naming a reconcile span in
+    ``jaeger``; ``tmp`` (a directory) holds its data. Skips when Prometheus is not installed (``make test``
+    installs it)."""
+    if PROMETHEUS is None:
+        pytest.skip("prometheus not installed (make test installs it)")
+    job = "rel-tatara-reconciler-metrics"
+    (board,) = [dash.load(p) for p in dash.dashboard_files() if p.parents[1].name == "tatara-reconciler"]
+    wanted = dash.exemplar_expressions(board)
+    assert len(wanted) == 3, wanted
+    began = time.time() - 3600  # exemplars carry the time they were observed, earlier in this test
+    target = reconciler.metrics.removeprefix("http://").removesuffix("/metrics")
+    async with prometheus(tmp, {job: [target]}, ns, features=["exemplar-storage"]) as url, \
+            aiohttp.ClientSession() as session:
+        for title, expr in wanted:
+            filled = grafana(expr, job, ns)
+
+            async def stored(filled: str = filled) -> list[dict[str, Any]] | None:
+                try:
+                    found = await query_exemplars(session, url, filled, start=began, end=time.time() + 60)
+                except aiohttp.ClientError:
+                    return None  # not listening yet
+                return [e for s in found for e in s["exemplars"]] or None
+
+            exemplars = await wait_for(stored, timeout=TIMEOUT, what=f"exemplars of {title!r} in Prometheus")
+            for exemplar in exemplars:
+                labels = exemplar["labels"]
+
+                async def holds_reconcile(trace_id_hex: str = labels["trace_id"],
+                                          span_id: str = labels["span_id"]) -> bool:
+                    held = await anyio.to_thread.run_sync(jaeger.find_trace, trace_id_hex)
+                    names = {s["spanID"]: s["operationName"] for s in (held or {}).get("spans", [])}
+                    return str(names.get(span_id, "")).startswith("reconcile ")
+
+                await wait_for(holds_reconcile, timeout=TIMEOUT,
+                               what=f"{title!r}: exemplar {labels} as a reconcile span in Jaeger")
 
 
 EXEMPLAR_FAMILIES = ("controller_runtime_reconcile_time_seconds", "workqueue_queue_duration_seconds",

@@ -45,6 +45,13 @@ def expressions(dashboard: dict[str, Any]) -> Iterator[tuple[str, str]]:
         yield f"variable ${variable['name']}", match.group(1) if match else text
 
 
+def exemplar_expressions(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(panel title, PromQL)`` of every target that asks Grafana for exemplars (``"exemplar": true``):
+    the expressions Grafana sends to Prometheus's ``/api/v1/query_exemplars``."""
+    return [(panel["title"], target["expr"]) for panel in dashboard.get("panels", [])
+            for target in panel.get("targets", []) if target.get("exemplar")]
+
+
 def metric_names(expr: str) -> set[str]:
     """Names of every metric a PromQL expression selects. Raises ValueError when it does not parse, or when a
     selector has no literal metric name."""

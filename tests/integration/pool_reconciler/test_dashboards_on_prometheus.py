@@ -18,18 +18,12 @@ As in the binaries' entrypoint, every API response of the shared client is count
 from __future__ import annotations
 
 import re
-import shutil
-import socket
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import aiohttp
-import anyio
 import pytest
-import yaml
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
@@ -49,9 +43,10 @@ from tests.integration.pool_reconciler.test_pool_allocation import (
 )
 from tests.support import dashboards as dash
 from tests.support.kube import wait_for
+from tests.support.prometheus import PROMETHEUS, grafana, prometheus, query, series
 from tools import alerts
+from tools.controlplane.cluster import free_port
 
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = [pytest.mark.anyio,
               pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (.ci/run installs it)")]
 
@@ -64,13 +59,6 @@ NO_EVENT = {
 """Panels (by title) whose query may be empty: the workload never produces what they count."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @asynccontextmanager
 async def serving(registry: CollectorRegistry) -> AsyncIterator[int]:
     """The domain registry at ``/metrics`` (in the binary it is the process registry the health server serves)."""
@@ -81,57 +69,12 @@ async def serving(registry: CollectorRegistry) -> AsyncIterator[int]:
     app.router.add_get("/metrics", metrics)
     runner = web.AppRunner(app)
     await runner.setup()
-    port = _free_port()
+    port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
         yield port
     finally:
         await runner.cleanup()
-
-
-@asynccontextmanager
-async def prometheus(tmp: Path, targets: dict[str, list[str]], namespace: str) -> AsyncIterator[str]:
-    """A Prometheus scraping ``targets`` (job → host:port list) every second; yields its base URL."""
-    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-              "scrape_configs": [{"job_name": job, "static_configs": [{"targets": hosts,
-                                                                       "labels": {"namespace": namespace}}]}
-                                 for job, hosts in targets.items()]}
-    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
-    with (tmp / "prometheus.log").open("w") as log:
-        proc = await anyio.open_process(
-            [str(PROMETHEUS), f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            with anyio.fail_after(30):
-                await proc.wait()
-
-
-async def query(session: aiohttp.ClientSession, url: str, expr: str) -> list[Any]:
-    async with session.get(f"{url}/api/v1/query", params={"query": expr}) as resp:
-        body = await resp.json()
-    assert body["status"] == "success", f"{expr}: {body}"
-    result: list[Any] = body["data"]["result"]
-    return result
-
-
-async def series(session: aiohttp.ClientSession, url: str, selector: str) -> list[Any]:
-    async with session.get(f"{url}/api/v1/series", params={"match[]": selector}) as resp:
-        body = await resp.json()
-    assert body["status"] == "success", f"{selector}: {body}"
-    found: list[Any] = body["data"]
-    return found
-
-
-def _grafana(expr: str, job: str, namespace: str) -> str:
-    """The expression as Grafana sends it: variables filled in (all shards, all instances), ``$__rate_interval``
-    1 m."""
-    return (expr.replace("$job", job).replace("$namespace", namespace).replace("$shard", ".*")
-            .replace("$instance", ".*")
-            .replace("$__rate_interval", "1m"))
 
 
 async def test_every_dashboard_query_returns_data_and_every_alert_evaluates(
@@ -180,7 +123,7 @@ async def test_every_dashboard_query_returns_data_and_every_alert_evaluates(
             for chart, job in JOBS.items():
                 (path,) = dash.ROOT.glob(f"charts/{chart}/dashboards/*.json")
                 for where, expr in dash.expressions(dash.load(path)):
-                    filled = _grafana(expr, job, namespace)
+                    filled = grafana(expr, job, namespace)
                     if where.startswith("variable"):
                         assert await series(session, url, filled), f"{chart} {where}: {filled}"
                         continue

@@ -75,6 +75,24 @@ def test_layout_datasource_and_units(path: Path) -> None:
     assert units["Memory"] == "bytes"
 
 
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_the_latency_panels_ask_for_exemplars_on_their_p99_only(path: Path) -> None:
+    # the three histograms whose buckets keep a reconcile's trace as exemplar (docs/runtime.md#traces)
+    board = dash.load(path)
+    found = dash.exemplar_expressions(board)
+    assert sorted(title for title, _ in found) == ["Queue latency (p50 / p99)", "Reconcile latency (p50 / p99)",
+                                                   "Work duration (p50 / p99)"]
+    for title, expr in found:
+        assert expr.startswith("histogram_quantile(0.99, "), (title, expr)
+    panels = {p["title"]: p for p in board["panels"]}
+    for title, _ in found:
+        legends = {t["legendFormat"].split()[0]: bool(t.get("exemplar")) for t in panels[title]["targets"]}
+        assert legends == {"p50": False, "p99": True}, title
+    others = [p["title"] for p in board["panels"] if p["title"] not in dict(found)
+              and any("exemplar" in t for t in p.get("targets", []))]
+    assert others == []
+
+
 def test_metric_names_handles_histograms_and_rejects_nameless_selectors() -> None:
     expr = 'histogram_quantile(0.99, sum by (le) (rate(a_seconds_bucket{x="$x"}[$__rate_interval]))) / on() b'
     assert dash.metric_names(expr) == {"a_seconds_bucket", "b"}
