@@ -166,7 +166,8 @@ def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = N
     jobs = manager.informer(JOBS, ObservedJob, namespace=namespace,
                             label_selector=f"{labels.ROLE}={labels.ROLE_EXPORT}")
     # one allocator per replica (so per leader): our own bumps never race each other (docs/behaviour.md#pid-allocation)
-    reconciler = ProcessReconciler(client, processes, executor, SequenceAllocator(client, keeper),
+    reconciler = ProcessReconciler(client, processes, executor, SequenceAllocator(
+                                       client, keeper, block_size=config.pid_block, on_lost=metrics.pid_bump_races.inc),
                                    heartbeat_seconds=config.heartbeat_seconds, workers=config.workers,
                                    decide=after_own_applies(
                                        functools.partial(decide, deps=Deps(render=render, export_job=render_export_job,

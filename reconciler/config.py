@@ -21,7 +21,8 @@ from shared.domain import flags
 from shared.domain.flags import LOG_LEVELS, ConfigError, ControllerSettings, Option, controller_options
 from shared.domain.hostnames import DEFAULT_FLEET_CLUSTER, DEFAULT_FLEET_DOMAIN, DEFAULT_FLEET_LOCATION
 
-__all__ = ["LOG_LEVELS", "ConfigError", "ReconcilerConfig", "build_parser", "parse_config", "parse_or_exit"]
+__all__ = ["LOG_LEVELS", "SHARDED_PID_BLOCK_SIZE", "ConfigError", "ReconcilerConfig", "build_parser", "parse_config",
+           "parse_or_exit", "pid_block_size"]
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,31 @@ class ReconcilerConfig(ControllerSettings):
     """The Lease electing the one ProcessTable status writer among sharded instances
     (docs/architecture.md#one-processtable-many-shards)."""
 
+    pid_block_size: int = 0
+    """Sequence numbers one ProcessTable bump reserves; 0: :data:`SHARDED_PID_BLOCK_SIZE` when sharded, else 1
+    (docs/architecture.md#one-processtable-many-shards)."""
+
     @property
     def sharded(self) -> bool:
         """True with a ``--watch-label-selector``: the instance reconciles a part of the Processes."""
         return bool(self.watch_label_selector)
+
+    @property
+    def pid_block(self) -> int:
+        """The block size in effect: :func:`pid_block_size` of the flag and :attr:`sharded`."""
+        return pid_block_size(self.pid_block_size, sharded=self.sharded)
+
+
+SHARDED_PID_BLOCK_SIZE: Final = 32
+"""Numbers a sharded instance reserves per bump when ``--pid-block-size`` is 0 (the default)."""
+
+
+def pid_block_size(flag: int, *, sharded: bool) -> int:
+    """``flag`` when set (above 0); else 1 unsharded (one number per bump, as the reference) and
+    :data:`SHARDED_PID_BLOCK_SIZE` sharded (several writers contend on one table)."""
+    if flag > 0:
+        return flag
+    return SHARDED_PID_BLOCK_SIZE if sharded else 1
 
 
 # ── the flag table ───────────────────────────────────────────────────────────
@@ -90,6 +112,9 @@ _OPTIONS: Final = flags.with_defaults(ReconcilerConfig(), (
     Option("--table-lease-name", "TATARA_TABLE_LEASE_NAME", flags.text,
             "With --watch-label-selector: the Lease (same for every shard) electing the one instance that writes "
             "the ProcessTable's status.", "NAME"),
+    Option("--pid-block-size", "TATARA_PID_BLOCK_SIZE", flags.unsigned,
+            "Sequence numbers one ProcessTable bump reserves for this instance (handed out without further "
+            "requests); 0: 32 with --watch-label-selector, else 1.", "N"),
     *controller_options("TATARA_"),
 ))
 

@@ -5,7 +5,9 @@
   (histogram, seconds; from ``status.phaseSince`` to the transition);
 - ``tatara_processes{phase}``: Processes per phase, read from the informer cache at scrape;
 - ``tatara_signals_total{signal,outcome}``: signals taken from the annotation (outcome
-  ``applied``, ``ignored`` or ``invalid``).
+  ``applied``, ``ignored`` or ``invalid``);
+- ``tatara_pid_bump_races_total``: ProcessTable ``nextSequence`` bumps lost to another writer (a failed
+  ``test``, re-read and retried; docs/architecture.md#one-processtable-many-shards).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class ProcessMetrics:
                                        ["phase"], buckets=PHASE_SECONDS_BUCKETS, registry=registry)
         self.signals = Counter("tatara_signals_total", "Signals taken from the signal annotation.",
                                ["signal", "outcome"], registry=registry)
+        self.pid_bump_races = Counter("tatara_pid_bump_races",
+                                      "ProcessTable nextSequence bumps lost to another writer.", registry=registry)
         registry.register(_PhaseGauge(phases))
 
     def transition(self, old: ProcessPhase, new: ProcessPhase, seconds_in_old: float | None) -> None:

@@ -25,8 +25,18 @@ test (422), and only then is the table read again (docs/behaviour.md#pid-allocat
 writer (:mod:`reconciler.table_writer`) writes ``/status`` only (the generation stays), and its claims patch
 tests ``status.claims``: the two never collide.
 
+*Blocks* (``block_size`` B > 1, ``--pid-block-size``, docs/architecture.md#one-processtable-many-shards): one
+guarded bump moves ``nextSequence`` from ``seq`` to ``seq + B`` (clipped at :data:`MAX_SEQUENCE`) and
+reserves the block ``[seq, seq + B)`` for this allocator, which hands its numbers out one per allocation
+with no request until it is used up (:func:`reserve_block`, :func:`take_from_block`). Numbers of a block
+never handed out (the replica stops, the table is recreated) are a gap, never a duplicate: no other
+writer can win them. A block belongs to the table's ``metadata.uid``: a table read with another uid
+(recreated) drops it, and the keeper is told the block's last number at reservation, so a recreated
+table starts past the whole block. With B = 1 the wire is as before: one number per bump.
+
 ``maxDepth`` / ``maxChildren`` are enforced before the bump, so a refused Process consumes no
-sequence number. Both are 0 = unlimited (docs/behaviour.md#pid-limits).
+sequence number (a number from a block is checked at hand-out, against the
+table as this allocator last saw it). Both are 0 = unlimited (docs/behaviour.md#pid-limits).
 
 - *Depth* of a PID is its number of process levels: ``seph.1`` → 1, ``seph.1.7`` → 2. It is
   counted as the trailing all-digit segments (the first segment is always the root's identity
@@ -65,6 +75,7 @@ __all__ = [
     "ALLOCATION_BACKOFF",
     "JSON_PATCH",
     "MAX_SEQUENCE",
+    "Block",
     "PidAllocationError",
     "PidRefused",
     "SequenceAllocator",
@@ -74,6 +85,8 @@ __all__ = [
     "children_of",
     "identity_name",
     "pid_level",
+    "reserve_block",
+    "take_from_block",
 ]
 
 MAX_SEQUENCE: Final = 2**32 - 1
@@ -175,8 +188,36 @@ class _Moved(Exception):
     """The table moved on between the read and the bump (another bump, another table, new limits)."""
 
 
-def bump_patch(table: ProcessTable, seq: int) -> list[dict[str, object]]:
-    """The JSON patch that moves ``nextSequence`` from ``seq`` to ``seq + 1`` only on this table (its
+class Block(msgspec.Struct, frozen=True):
+    """Sequence numbers ``[next, end)`` reserved by one bump of the table with ``uid``; ``next`` is the
+    first one not yet handed out."""
+
+    uid: str | None
+    next: int
+    end: int
+
+
+def reserve_block(seq: int, size: int) -> int:
+    """The ``nextSequence`` after a bump reserving ``size`` numbers from ``seq``: ``seq + size`` clipped
+    at :data:`MAX_SEQUENCE` (the last usable number is ``MAX_SEQUENCE - 1``; ``seq`` below it).
+
+    ``size`` below 1 counts as 1.
+    """
+    return min(seq + max(size, 1), MAX_SEQUENCE)
+
+
+def take_from_block(block: Block | None, uid: str | None) -> tuple[int, Block | None] | None:
+    """The next number of ``block`` and the block left after it (None when used up), or None when there
+    is no usable block for the table with ``uid`` (none, used up, or reserved on another table)."""
+    if block is None or block.uid != uid or block.next >= block.end:
+        return None
+    rest = Block(block.uid, block.next + 1, block.end)
+    return block.next, (rest if rest.next < rest.end else None)
+
+
+def bump_patch(table: ProcessTable, seq: int, end: int | None = None) -> list[dict[str, object]]:
+    """The JSON patch that moves ``nextSequence`` from ``seq`` to ``end`` (default ``seq + 1``) only on this
+    table (its
     ``uid``), only if nobody moved it since it read ``seq``, and only if nobody changed its ``spec`` at
     all since (its ``metadata.generation``, when known: the limits a Process was checked against are
     still the stored ones; ``/status`` writes leave the generation alone)."""
@@ -187,24 +228,24 @@ def bump_patch(table: ProcessTable, seq: int) -> list[dict[str, object]]:
     if meta.generation is not None:
         ops.append({"op": "test", "path": "/metadata/generation", "value": meta.generation})
     return [*ops, {"op": "test", "path": "/spec/nextSequence", "value": seq},
-            {"op": "replace", "path": "/spec/nextSequence", "value": seq + 1}]
+            {"op": "replace", "path": "/spec/nextSequence", "value": seq + 1 if end is None else end}]
 
 
 def _guard(table: ProcessTable) -> tuple[str | None, int | None, int]:
     return table.metadata.uid, table.metadata.generation, table.spec.next_sequence
 
 
-async def _bump(client: KubeApi, keeper: TableKeeper, table: ProcessTable, seq: int) -> bytes:
-    """Win ``seq`` on ``table`` and return the stored table after the bump, or raise
+async def _bump(client: KubeApi, keeper: TableKeeper, table: ProcessTable, seq: int, end: int) -> bytes:
+    """Win ``[seq, end)`` on ``table`` and return the stored table after the bump, or raise
     :class:`_Moved` / :class:`Conflict` / :class:`NotFound`."""
     try:
         return await client.request("PATCH", PROCESS_TABLES.path(None, keeper.name),
-                                    body=msgspec.json.encode(bump_patch(table, seq)), content_type=JSON_PATCH)
+                                    body=msgspec.json.encode(bump_patch(table, seq, end)), content_type=JSON_PATCH)
     except Invalid:
         if _guard(await keeper.read()) != _guard(table):
             raise _Moved from None
     # not a lost race: the resourceVersion-guarded merge patch (a table without spec.nextSequence)
-    patch = {"metadata": {"resourceVersion": table.metadata.resource_version}, "spec": {"nextSequence": seq + 1}}
+    patch = {"metadata": {"resourceVersion": table.metadata.resource_version}, "spec": {"nextSequence": end}}
     return await client.merge_patch(PROCESS_TABLES, keeper.name, patch)
 
 
@@ -221,10 +262,13 @@ class SequenceAllocator:
             the informer cache); None: LIST Processes when the table sets ``maxChildren``.
         backoff: waits between lost bumps; ``backoff.steps`` bounds the bumps of one allocation.
         rng: uniform [0, 1) numbers for the jitter.
+        block_size: sequence numbers reserved per bump (1: one bump per PID; see the module docstring).
+        on_lost: called once per lost bump (the ``tatara_pid_bump_races_total`` counter).
     """
 
     def __init__(self, client: KubeApi, keeper: TableKeeper, *, children: Children = None,
-                 backoff: Backoff = ALLOCATION_BACKOFF, rng: Callable[[], float] = random.random) -> None:
+                 backoff: Backoff = ALLOCATION_BACKOFF, rng: Callable[[], float] = random.random,
+                 block_size: int = 1, on_lost: Callable[[], None] | None = None) -> None:
         self.client = client
         self.keeper = keeper
         self.children = children
@@ -234,8 +278,13 @@ class SequenceAllocator:
         """Table reads (GET, or create when missing) this allocator made."""
         self.lost = 0
         """Bumps lost to another writer of ``spec`` (or to a table recreated meanwhile)."""
+        self.block_size = max(block_size, 1)
+        self.on_lost = on_lost
+        self.bumps = 0
+        """Bumps won (each reserved one block)."""
         self._lock = anyio.Lock()
         self._known: ProcessTable | None = None
+        self._block: Block | None = None
 
     async def __call__(self, process: Process) -> str:
         """:meth:`allocate` (the allocator is the controller's ``allocate_pid``)."""
@@ -288,13 +337,21 @@ class SequenceAllocator:
                 else:
                     counted = await _count_children(self.client, parent, process)
             check_limits(table.spec, parent, name, counted or 0)
+            taken = take_from_block(self._block, table.metadata.uid)
+            if taken is not None:
+                seq, self._block = taken
+                return format_pid(name, parent, seq)
+            self._block = None  # used up, or reserved on a table since recreated
             seq = table.spec.next_sequence
             if seq >= MAX_SEQUENCE:
                 raise PidRefused(f"ProcessTable {self.keeper.name} nextSequence {seq} is exhausted")
+            end = reserve_block(seq, self.block_size)
             try:
-                stored = await _bump(self.client, self.keeper, table, seq)
+                stored = await _bump(self.client, self.keeper, table, seq, end)
             except (_Moved, Conflict, NotFound):
                 self.lost += 1
+                if self.on_lost is not None:
+                    self.on_lost()
                 self._known = None
                 log.debug("ProcessTable %s bump %d lost (attempt %d)", self.keeper.name, seq, attempts)
                 wait = next(waits, None)
@@ -303,8 +360,11 @@ class SequenceAllocator:
                         f"ProcessTable {self.keeper.name}: nextSequence bump lost {attempts} times") from None
                 await anyio.sleep(wait)
                 continue
-            self._known = _after_bump(stored, table, seq)
-            self.keeper.handed_out(seq)
+            self.bumps += 1
+            self._known = _after_bump(stored, table, end)
+            self.keeper.handed_out(end - 1)  # a recreated table starts past the whole block
+            if end - seq > 1:
+                self._block = Block(table.metadata.uid, seq + 1, end)
             return format_pid(name, parent, seq)
 
 
@@ -319,14 +379,14 @@ class _TableHead(msgspec.Struct):
 _TABLE_HEAD = msgspec.json.Decoder(_TableHead)
 
 
-def _after_bump(stored: bytes, table: ProcessTable, seq: int) -> ProcessTable | None:
+def _after_bump(stored: bytes, table: ProcessTable, end: int) -> ProcessTable | None:
     """The table as the bump's answer shows it (metadata and spec; no status: only the bump reads it);
-    None (read it again next time) when the answer is not ``table`` (same uid) at ``seq + 1``."""
+    None (read it again next time) when the answer is not ``table`` (same uid) at ``end``."""
     try:
         head = _TABLE_HEAD.decode(stored)
     except (msgspec.DecodeError, RecursionError):
         return None
-    if head.metadata.uid != table.metadata.uid or head.spec.next_sequence != seq + 1:
+    if head.metadata.uid != table.metadata.uid or head.spec.next_sequence != end:
         return None
     return ProcessTable(metadata=head.metadata, spec=head.spec)
 

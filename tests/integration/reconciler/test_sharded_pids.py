@@ -37,27 +37,33 @@ def process(name: str) -> Process:
     }, Process)
 
 
-async def test_three_instances_allocating_at_once_never_share_a_pid(
-        kc: KubeClient, control_plane: LocalControlPlane) -> None:
+async def _race(control_plane: LocalControlPlane, kc: KubeClient, block: int,
+                per_instance: int) -> tuple[str, list[tuple[int, str]], list[SequenceAllocator]]:
+    """Three allocators (own client, own keeper, as in app.py) racing on a fresh table: its name, the
+    ``(instance, pid)`` won and the allocators."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     await kc.create(PROCESS_TABLES, {"apiVersion": "tatara.pleme.io/v1alpha1", "kind": "ProcessTable",
                                      "metadata": {"name": name}, "spec": {"nextSequence": START}})
     clients = [await KubeClient.from_kubeconfig(control_plane.kubeconfig) for _ in range(INSTANCES)]
-    # each instance has one allocator (serialising its own workers' bumps) and its own keeper, as in app.py
-    allocators = [SequenceAllocator(c, TableKeeper(c, name)) for c in clients]
+    allocators = [SequenceAllocator(c, TableKeeper(c, name), block_size=block) for c in clients]
     won: list[tuple[int, str]] = []
     try:
         async def worker(instance: int, index: int) -> None:
             won.append((instance, await allocators[instance].allocate(process(f"s{instance}-{index}"))))
 
         async with anyio.create_task_group() as tg:
-            for index in range(PER_INSTANCE):
+            for index in range(per_instance):
                 for instance in range(INSTANCES):
                     tg.start_soon(worker, instance, index)
     finally:
         for c in clients:
             await c.close()
+    return name, won, allocators
 
+
+async def test_three_instances_allocating_at_once_never_share_a_pid(
+        kc: KubeClient, control_plane: LocalControlPlane) -> None:
+    name, won, allocators = await _race(control_plane, kc, 1, PER_INSTANCE)
     pids = [pid for _, pid in won]
     total = INSTANCES * PER_INSTANCE
     assert len(pids) == total
@@ -69,3 +75,20 @@ async def test_three_instances_allocating_at_once_never_share_a_pid(
     assert {instance for instance, _ in won} == set(range(INSTANCES))
     # the three really raced: some bump met another instance's first (a lost test, re-read and retried)
     assert sum(a.lost for a in allocators) > 0
+
+
+BLOCK = 8
+MANY = 60
+"""PIDs per instance with blocks."""
+
+
+async def test_blocks_keep_pids_unique_with_fewer_lost_races(kc: KubeClient, control_plane: LocalControlPlane) -> None:
+    lost: dict[int, int] = {}
+    for block in (BLOCK, 1):
+        _, won, allocators = await _race(control_plane, kc, block, MANY)
+        pids = [pid for _, pid in won]
+        assert len(pids) == INSTANCES * MANY
+        assert len(set(pids)) == len(pids), "a PID was handed out twice"
+        lost[block] = sum(a.lost for a in allocators)
+    # one bump per BLOCK numbers: fewer bumps, so fewer of them lost
+    assert lost[BLOCK] < lost[1]
