@@ -90,5 +90,7 @@ async def test_blocks_keep_pids_unique_with_fewer_lost_races(kc: KubeClient, con
         assert len(pids) == INSTANCES * MANY
         assert len(set(pids)) == len(pids), "a PID was handed out twice"
         lost[block] = sum(a.lost for a in allocators)
+        # each instance won one bump per block it used up: ceil(MANY / block) of them
+        assert [a.bumps for a in allocators] == [-(-MANY // block)] * INSTANCES
     # one bump per BLOCK numbers: fewer bumps, so fewer of them lost
     assert lost[BLOCK] < lost[1]
