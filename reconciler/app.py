@@ -173,7 +173,8 @@ def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = N
                                        functools.partial(decide, deps=Deps(render=render, export_job=render_export_job,
                                                                            fleet_cluster=routing.cluster)),
                                        child_writes, child_cache_version),
-                                   clock=clock, prefetch=prefetch, jobs=jobs)
+                                   clock=clock, prefetch=prefetch, jobs=jobs,
+                                   every_process=every_process if config.sharded else None)
     manager.add(reconciler.controller)
     manager.before_start(functools.partial(watch_rendered_kinds, mapper, manager, reconciler, namespace,
                                            child_caches))

@@ -146,8 +146,12 @@ class ProcessReconciler:
                  decide: Callable[[Observed], Decision] = decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  prefetch: Prefetcher | None = None, jobs: Informer[ObservedJob] | None = None,
-                 cel: CelRunner | None = None, monotonic: Clock | None = None) -> None:
+                 cel: CelRunner | None = None, monotonic: Clock | None = None,
+                 every_process: Informer[Process] | None = None) -> None:
         self.client = client
+        self.lookups = every_process or processes
+        """Where a named Process is read from (:func:`reconciler.cross_shard.cache_for`): the unselected
+        cache of every Process on a sharded instance, else ``processes``."""
         self.cel = cel or CelRunner()
         self.processes = processes
         self.executor = executor
@@ -168,13 +172,16 @@ class ProcessReconciler:
         # A child Process's change (e.g. reaching Reaped) requeues its parent, found by PID.
         processes.add_indexer(OWN_PID, own_pid)
         processes.add_indexer(OWN_SEQUENCE, own_sequence)
-        self.controller.watches(processes, self._parents_of)
+        if every_process is not None:
+            every_process.add_indexer(OWN_PID, own_pid)
+        # another shard's Process is read, never queued: the handlers look up our own shard's index only
+        self.controller.watches(self.lookups, self._parents_of)
         # A Process's change (e.g. getting its PID) requeues the Processes still waiting for a PID under
         # it: a ParentNotFound stall ends when the parent appears (docs/behaviour.md#dependencies).
-        self.controller.watches(processes, self._orphans_of)
+        self.controller.watches(self.lookups, self._orphans_of)
         # A Process's change requeues the Processes whose dependsOn names it (no 30 s poll).
         processes.add_indexer(DEPENDS_ON, dependency_refs)
-        self.controller.watches(processes, self._dependents_of)
+        self.controller.watches(self.lookups, self._dependents_of)
         # A Process leaving its maxConcurrent slot (Reaped, deleted) wakes the Pending ones of its group.
         processes.add_indexer(CONCURRENCY, concurrency_group)
         self.controller.watches(processes, self._waiting_siblings_of, predicates=(leaves_slot,))
@@ -352,8 +359,8 @@ class ProcessReconciler:
         observed = Observed(
             process=process, now=self.clock(), children=children,
             child_processes=tuple(self.processes.by_index(PARENT_PID, pid)) if pid else (),
-            dependencies={ref: self.processes.get(ref) for ref in dependency_refs(process)},
-            processes_by_ref=CacheView(self.processes), processes_by_pid=PidView(self.processes),
+            dependencies={ref: self.lookups.get(ref) for ref in dependency_refs(process)},
+            processes_by_ref=CacheView(self.lookups), processes_by_pid=PidView(self.lookups),
             claims=self.claims(), routes=RouteView(self.routes), heartbeat_seconds=self.heartbeat_seconds,
             export_jobs=export_jobs,
             siblings=self._siblings(process),
