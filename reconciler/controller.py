@@ -149,8 +149,9 @@ class ProcessReconciler:
                  cel: CelRunner | None = None, monotonic: Clock | None = None,
                  every_process: Informer[Process] | None = None) -> None:
         self.client = client
-        self.lookups = every_process or processes
-        """Where a named Process is read from (:func:`reconciler.cross_shard.cache_for`): the unselected
+        self.lookups = every_process if every_process is not None else processes  # an empty Informer is falsy
+        """Where a Process named by another is read from (``dependsOn``, a ProcessPhase boundary, the parent PID;
+        docs/architecture.md#cross-shard-reads): the unselected
         cache of every Process on a sharded instance, else ``processes``."""
         self.cel = cel or CelRunner()
         self.processes = processes
