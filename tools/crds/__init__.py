@@ -21,9 +21,15 @@ THIRD_PARTY_CRDS = Path(__file__).resolve().parent / "third_party"
 """Schema-only Flux (HelmRelease, Kustomization, OCIRepository, GitRepository, HelmRepository) and
 DNSEndpoint CRDs."""
 
-NOT_YET_SERVED = (404, 429, 503)
+NOT_YET_SERVED = (0, 404, 429, 503)
 """LIST answers of a kind whose CRD is Established but not yet served: right after ``Established`` the
-API server may still answer 404, or 429/503 "storage is (re)initializing"."""
+API server may still answer 404, or 429/503 "storage is (re)initializing"; 0 is no answer within
+:data:`PROBE_TIMEOUT` (a fresh API server on a loaded machine once took over 30 s to answer the first LIST
+of a new kind, while its watch cache started)."""
+
+PROBE_TIMEOUT = 10.0
+"""Seconds one Established / listable probe may take; a slower one counts as "not yet" and is retried until
+:func:`install_crds`'s deadline, so the deadline, not one stuck request, decides."""
 
 
 def tatara_crds() -> list[dict[str, Any]]:
@@ -85,14 +91,21 @@ async def _create_or_replace(client: KubeClient, doc: dict[str, Any]) -> None:
 
 
 async def _established(client: KubeClient, name: str) -> bool:
-    crd = msgspec.json.decode(await client.get(CUSTOM_RESOURCE_DEFINITIONS, name))
+    try:
+        body = await client.request("GET", CUSTOM_RESOURCE_DEFINITIONS.path(None, name),
+                                    request_timeout=PROBE_TIMEOUT)
+    except ApiError as err:
+        if err.status == 0:  # no answer in time: ask again
+            return False
+        raise
+    crd = msgspec.json.decode(body)
     conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 async def _listable(client: KubeClient, resource: Resource) -> bool:
     try:
-        await client.list(resource, limit=1)
+        await client.list(resource, limit=1, request_timeout=PROBE_TIMEOUT)
     except ApiError as err:
         if err.status in NOT_YET_SERVED:
             return False
