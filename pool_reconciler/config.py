@@ -68,6 +68,7 @@ _OPTIONS: Final = flags.with_defaults(PoolReconcilerConfig(), (
     Option("--workers", "TATARA_POOL_WORKERS", flags.positive,
             "Concurrent reconciles per controller.", "N"),
     *controller_options("TATARA_POOL_"),
+    *flags.sharding_options("TATARA_POOL_"),
 ))
 
 
@@ -91,10 +92,13 @@ def parse_config(argv: Sequence[str] | None = None,
 
     Raises:
         ConfigError: an unknown flag, a value that does not parse (the message names the flag or
-            variable), or inconsistent Lease durations.
+            variable), inconsistent Lease durations, or dynamic sharding that cannot work
+            (:meth:`~shared.domain.flags.ControllerSettings.check_sharding`).
     """
     values = flags.resolve_settings(_OPTIONS, build_parser(), argv, environ, env_prefix="TATARA_POOL_")
-    return PoolReconcilerConfig(**values)
+    config = PoolReconcilerConfig(**values)
+    config.check_sharding()
+    return config
 
 
 def parse_or_exit(argv: Sequence[str] | None, environ: Mapping[str, str]) -> PoolReconcilerConfig:

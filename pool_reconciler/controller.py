@@ -67,6 +67,7 @@ from shared.kube.meta import KubeObject
 __all__ = [
     "BY_NAMESPACE",
     "MEMBER_OF",
+    "MOVING_REQUEUE",
     "AllocationReconciler",
     "PoolReconciler",
     "could_be_bound",
@@ -75,6 +76,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+MOVING_REQUEUE = 1.0
+"""Seconds before an allocation looks again while its namespace moves between dynamic-sharding members."""
 
 MEMBER_OF = "member-of"
 """Index of Processes (and reset Jobs) by ``<ns>/<pool>`` from their ``tatara.pleme.io/pool`` annotation."""
@@ -224,6 +228,9 @@ class AllocationReconciler:
         clock: now (UTC), injectable for tests.
         every_pool: a sharded instance's cache of every pool (``pools`` holds its shard's only): a ``poolRef``
             naming a pool of another shard is told so (docs/architecture.md#sharding).
+        dynamic: a member of a dynamic-sharding ring: ``every_pool`` holds the ring's pools, and an allocation
+            whose namespace has a pool on another member waits, since the namespace is moving
+            (docs/architecture.md#dynamic-sharding).
     """
 
     def __init__(self, allocations: Informer[EphemeralAllocation], pools: Informer[EphemeralPool],
@@ -231,8 +238,9 @@ class AllocationReconciler:
                  spawn_timeout: timedelta = DEFAULT_SPAWN_TIMEOUT, workers: int = 4,
                  decide: Callable[[AllocationObserved], AllocationDecision] = allocation_decide,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 every_pool: Informer[EphemeralPool] | None = None) -> None:
+                 every_pool: Informer[EphemeralPool] | None = None, dynamic: bool = False) -> None:
         self.allocations, self.pools, self.processes = allocations, pools, processes
+        self.dynamic = dynamic
         self.every_pool = every_pool if every_pool is not pools else None
         if self.every_pool is not None:
             self.every_pool.add_indexer(BY_NAMESPACE, namespace_of)
@@ -361,6 +369,12 @@ class AllocationReconciler:
         if self.executor.allocation_writes.lagging(key, allocation.metadata.resource_version):
             # the cache does not show our last status write yet: deciding now would write it again
             return Result(requeue_after=LAG_REQUEUE_SECONDS, urgent=True)
+        if self.dynamic and self._other_shard_pools(allocation.metadata.namespace or "default"):
+            # a pool of this namespace is on its way to or from this member (docs/architecture.md#dynamic-sharding):
+            # deciding now could route past it; the sharder moves the namespace as one, so wait for it
+            log.debug("allocation %s: its namespace is moving between members; deciding again in %.0f s", key,
+                      MOVING_REQUEUE)
+            return Result.after(MOVING_REQUEUE)
         with log_context(phase=allocation.phase.value):
             return await finalize(self.executor.client, EPHEMERAL_ALLOCATIONS, fin.ALLOCATION, allocation,
                                   self._pass, needed=lambda a: not a.phase.is_terminal)

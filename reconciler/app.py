@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from reconciler.claims import held_keys
+from reconciler.concurrency import ring_key
 from reconciler.config import ReconcilerConfig
 from reconciler.controller import ChildObject, ProcessReconciler, RoutingChildObject
 from reconciler.decision import Decision, Observed
@@ -39,17 +40,20 @@ from shared.domain.api.table import ProcessTable
 from shared.domain.group import key
 from shared.domain.manifests.batch import Job, ObservedJob
 from shared.domain.resources import JOBS, PROCESS_TABLES, PROCESSES
+from shared.domain.sharding import parse_selector
 from shared.kube.api import KubeApi
-from shared.kube.client import Resource
+from shared.kube.client import LEASES, Resource
+from shared.kube.controller import Controller
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.events import EventRecorder
 from shared.kube.expectations import LAG_REQUEUE_SECONDS, ChildWriteExpectations
 from shared.kube.informer import Informer
-from shared.kube.leader import LeaderElector, default_identity
+from shared.kube.leader import LeaderElector, Lease, default_identity
 from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
+from shared.kube.sharding import DrainGate, Membership, Sharder
 
-__all__ = ["REPORTING_CONTROLLER", "after_own_applies", "build", "resolve_kind", "watch_rendered_kinds"]
+__all__ = ["REPORTING_CONTROLLER", "after_own_applies", "build", "join_ring", "resolve_kind", "watch_rendered_kinds"]
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +126,10 @@ def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = N
     identity = identity or default_identity()  # one per replica: the Lease holder and the Events' reportingInstance
     manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
                                  identity=identity, handle_signals=handle_signals)
-    # a shard reconciles the Processes its --watch-label-selector selects (docs/architecture.md#sharding)
+    # a shard reconciles the Processes its --watch-label-selector selects (docs/architecture.md#sharding); a
+    # member of a dynamic ring, those of them the sharder assigned to it (docs/architecture.md#dynamic-sharding)
     processes = manager.informer(PROCESSES, Process, namespace=namespace,
-                                 label_selector=config.watch_label_selector or None,
+                                 label_selector=config.owned_selector or None,
                                  decoder=wire_decoder(Process).decode)
     # the table's counts, rows and claims are of every Process: a sharded instance caches them all for it
     every_process = processes if not config.sharded else manager.informer(
@@ -191,4 +196,22 @@ def build(client: KubeApi, config: ReconcilerConfig, *, identity: str | None = N
         elector = LeaderElector(client, config.table_lease_name, config.lease_namespace, identity=identity,
                                 timing=config.lease_timing)
         manager.add_runnable(functools.partial(elector.run, table_writer.run))
+    if config.dynamic:
+        join_ring(client, manager, config, identity, reconciler.controller, processes, every_process)
     return manager
+
+
+def join_ring(client: KubeApi, manager: Manager, config: ReconcilerConfig, identity: str,
+              controller: Controller[Process], processes: Informer[Process], every_process: Informer[Process]) -> None:
+    """Dynamic sharding (docs/architecture.md#dynamic-sharding): the Process controller hands over what the sharder
+    drains, and the instance campaigns for the ring's sharder Lease, assigning every Process of the
+    ``--watch-label-selector`` scope by :func:`~reconciler.concurrency.ring_key` while it holds it."""
+    ring = config.ring
+    controller.set_gate(DrainGate(client, PROCESSES, processes, ring, controller=controller.name))
+    leases = manager.informer(LEASES, Lease, namespace=config.lease_namespace, label_selector=ring.lease_selector)
+    scope = parse_selector(config.watch_label_selector)
+    sharder = Sharder(client, PROCESSES, every_process, Membership(leases), ring, hash_key=ring_key,
+                      in_scope=lambda process: scope.matches(process.metadata.labels))
+    elector = LeaderElector(client, config.sharder_lease_name, config.lease_namespace, identity=identity,
+                            timing=config.lease_timing)
+    manager.add_runnable(functools.partial(elector.run, sharder.run))

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from shared.domain.api.phase import ProcessPhase
 from shared.domain.api.process import Process
 
-__all__ = ["Admission", "Sibling", "admission", "concurrency_key", "holds_slot", "queue_order", "sibling_of"]
+__all__ = ["Admission", "Sibling", "admission", "concurrency_key", "holds_slot", "queue_order", "ring_key",
+           "sibling_of"]
 
 _P = ProcessPhase
 
@@ -34,6 +35,13 @@ def concurrency_key(process: Process) -> str | None:
     if app is not None and app.chart_ref:
         return f"chart:{app.chart_ref}"
     return None
+
+
+def ring_key(process: Process) -> str:
+    """The key dynamic sharding hashes ``process`` by (docs/architecture.md#dynamic-sharding): its
+    :func:`concurrency_key` when it has one, so a ``maxConcurrent`` group is reconciled by one member and its cap
+    holds; else ``<namespace>/<name>``."""
+    return concurrency_key(process) or f"{process.metadata.namespace or 'default'}/{process.metadata.name}"
 
 
 def holds_slot(phase: ProcessPhase) -> bool:

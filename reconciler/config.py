@@ -57,8 +57,9 @@ class ReconcilerConfig(ControllerSettings):
 
     @property
     def sharded(self) -> bool:
-        """True with a ``--watch-label-selector``: the instance reconciles a part of the Processes."""
-        return bool(self.watch_label_selector)
+        """True with a ``--watch-label-selector`` or dynamic sharding: the instance reconciles a part of the
+        Processes."""
+        return bool(self.watch_label_selector) or self.dynamic
 
     @property
     def pid_block(self) -> int:
@@ -110,12 +111,13 @@ _OPTIONS: Final = flags.with_defaults(ReconcilerConfig(), (
     Option("--workers", "TATARA_WORKERS", flags.positive,
             "Concurrent Process reconciles (never two on one Process).", "N"),
     Option("--table-lease-name", "TATARA_TABLE_LEASE_NAME", flags.text,
-            "With --watch-label-selector: the Lease (same for every shard) electing the one instance that writes "
-            "the ProcessTable's status.", "NAME"),
+            "With --watch-label-selector or --sharding=dynamic: the Lease (same for every shard) electing the one "
+            "instance that writes the ProcessTable's status.", "NAME"),
     Option("--pid-block-size", "TATARA_PID_BLOCK_SIZE", flags.unsigned,
             "Sequence numbers one ProcessTable bump reserves for this instance (handed out without further "
-            "requests); 0: 32 with --watch-label-selector, else 1.", "N"),
+            "requests); 0: 32 with --watch-label-selector or --sharding=dynamic, else 1.", "N"),
     *controller_options("TATARA_"),
+    *flags.sharding_options("TATARA_"),
 ))
 
 
@@ -137,12 +139,16 @@ def parse_config(argv: Sequence[str] | None = None, environ: Mapping[str, str] |
 
     Raises:
         ConfigError: an unknown flag, or a value that does not parse (the message names the flag or
-            variable), inconsistent Lease durations, or a sharded instance whose table Lease is its own Lease.
+            variable), inconsistent Lease durations, a sharded instance whose table Lease is its own Lease, or
+            dynamic sharding that cannot work (:meth:`~shared.domain.flags.ControllerSettings.check_sharding`).
     """
     config = ReconcilerConfig(**flags.resolve_settings(_OPTIONS, build_parser(), argv, environ, env_prefix="TATARA_"))
+    config.check_sharding()
     if config.sharded and config.table_lease_name in ("", config.leader_election_lease_name):
         raise ConfigError("--table-lease-name must name a Lease of its own (not --leader-election-lease-name) "
-                          "when --watch-label-selector is set")
+                          "when --watch-label-selector or --sharding=dynamic is set")
+    if config.dynamic and config.table_lease_name in (config.member, config.sharder_lease_name):
+        raise ConfigError(f"--table-lease-name {config.table_lease_name!r} is also a member's or the sharder's Lease")
     return config
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import timedelta
@@ -19,8 +20,9 @@ from typing import Any, Final, NoReturn
 from urllib.parse import urlsplit
 
 from shared.domain.duration import DurationError, parse_duration
-from shared.domain.sharding import parse_selector
+from shared.domain.sharding import check_label_value, combine_selectors, parse_selector, ring
 from shared.kube.leader import LeaseOptions, LeaseTiming
+from shared.kube.sharding import Ring
 
 LOG_LEVELS: Final = ("trace", "debug", "info", "warn", "warning", "error")
 """Accepted ``--log-level`` values (``trace`` = debug; ``warn`` = warning)."""
@@ -113,6 +115,24 @@ def url(value: str) -> str:
 def label_selector(value: str) -> str:
     """A Kubernetes label selector (:func:`shared.domain.sharding.parse_selector`), stripped; empty: all."""
     return parse_selector(value).text
+
+
+SHARDING_MODES: Final = ("static", "dynamic")
+"""``--sharding`` values (docs/architecture.md#sharding, #dynamic-sharding)."""
+
+
+def sharding_mode(value: str) -> str:
+    lowered = value.strip().lower()
+    if lowered not in SHARDING_MODES:
+        raise ValueError(f"expected one of {', '.join(SHARDING_MODES)}, got {value!r}")
+    return lowered
+
+
+def optional_label_value(value: str) -> str:
+    """A label value (a ring or member name), or empty for the default."""
+    if value:
+        check_label_value("expected a label value", value)
+    return value
 
 
 def log_level(value: str) -> str:
@@ -288,6 +308,59 @@ class ControllerSettings:
     """Empty: the controller namespace."""
     lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
     log_level: str = "info"
+    sharding: str = "static"
+    """``static``: reconcile what ``watch_label_selector`` selects; ``dynamic``: join a ring of instances that a
+    sharder assigns objects to (docs/architecture.md#dynamic-sharding)."""
+    shard_name: str = ""
+    """This instance's member name in a dynamic ring (its member Lease's name); empty: the host name (a pod's
+    name)."""
+    shard_ring: str = ""
+    """The dynamic ring's name; empty: ``leader_election_lease_name``."""
+
+    @property
+    def dynamic(self) -> bool:
+        """True with ``--sharding=dynamic``."""
+        return self.sharding == "dynamic"
+
+    @property
+    def ring(self) -> Ring:
+        """The dynamic ring's keys (:func:`shared.domain.sharding.ring`)."""
+        return ring(self.shard_ring or self.leader_election_lease_name)
+
+    @property
+    def member(self) -> str:
+        """This instance's member name: ``shard_name``, else the host name."""
+        return self.shard_name or socket.gethostname()
+
+    @property
+    def owned_selector(self) -> str:
+        """The label selector of the objects this instance reconciles: ``watch_label_selector``, and with dynamic
+        sharding also the ring's shard label naming this member."""
+        if not self.dynamic:
+            return self.watch_label_selector
+        return combine_selectors(self.watch_label_selector, self.ring.member_selector(self.member))
+
+    @property
+    def sharder_lease_name(self) -> str:
+        """The Lease electing the ring's one sharder (dynamic sharding)."""
+        return f"{self.ring.name}-sharder"
+
+    def check_sharding(self) -> None:
+        """Raise :class:`ConfigError` for dynamic-sharding settings that cannot work: no leader election (the
+        membership is a Lease), a ring or member name that is not a label value, or a member named like the
+        sharder's Lease or the binary's own Lease."""
+        if not self.dynamic:
+            return
+        if not self.leader_elect:
+            raise ConfigError("--sharding=dynamic needs --leader-elect=true: each instance's membership is a Lease")
+        try:
+            check_label_value("--shard-ring (or --leader-election-lease-name, its default)", self.ring.name)
+            check_label_value("--shard-name (or the host name, its default)", self.member)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        if self.member in (self.sharder_lease_name, self.leader_election_lease_name):
+            raise ConfigError(f"--shard-name {self.member!r} would share a Lease with the ring's sharder or the "
+                              "binary's own Lease")
 
     @property
     def health_addr(self) -> str:
@@ -305,6 +378,9 @@ class ControllerSettings:
         """The Lease to campaign for, or None when leader election is off."""
         if not self.leader_elect:
             return None
+        if self.dynamic:  # every instance works, each under a membership Lease of its own
+            return LeaseOptions(self.member, self.lease_namespace, self.lease_timing,
+                                labels=((self.ring.lease_label, self.ring.name),))
         return LeaseOptions(self.leader_election_lease_name, self.lease_namespace, self.lease_timing)
 
     @property
@@ -319,6 +395,22 @@ def watch_label_selector_option(env: str, owned: str) -> Option:
                   f"Label selector of the {owned} this instance reconciles, as Flux's flag: e.g. "
                   "sharding.fluxcd.io/key=shard1 for a shard, !sharding.fluxcd.io/key for the instance taking "
                   "what no shard claims; empty reconciles all.", "SELECTOR")
+
+
+def sharding_options(env_prefix: str) -> tuple[Option, ...]:
+    """``--sharding``, ``--shard-name`` and ``--shard-ring``, their variables named ``<env_prefix>SHARDING`` …
+    (docs/architecture.md#dynamic-sharding)."""
+    return (
+        Option("--sharding", f"{env_prefix}SHARDING", sharding_mode,
+               "static: reconcile what --watch-label-selector selects; dynamic: join a ring of instances, each "
+               "holding a membership Lease, that a sharder assigns objects to by consistent hashing.", "MODE"),
+        Option("--shard-name", f"{env_prefix}SHARD_NAME", optional_label_value,
+               "With --sharding=dynamic: this instance's member name (its Lease's name; a label value); "
+               "empty: the host name.", "NAME"),
+        Option("--shard-ring", f"{env_prefix}SHARD_RING", optional_label_value,
+               "With --sharding=dynamic: the ring's name (a label value); empty: --leader-election-lease-name.",
+               "NAME"),
+    )
 
 
 def controller_options(env_prefix: str) -> tuple[Option, ...]:

@@ -1,4 +1,6 @@
-"""Static sharding, Flux's convention (docs/architecture.md#sharding).
+"""Sharding: static, Flux's convention (docs/architecture.md#sharding), and dynamic, a ring of instances that a
+sharder assigns objects to (docs/architecture.md#dynamic-sharding; the runtime's part is
+:mod:`shared.kube.sharding`, this module gives it tatara's keys: :func:`ring`).
 
 Each controller instance takes ``--watch-label-selector``, a Kubernetes label selector applied to the
 informers of the objects it owns (the reconciler's Processes; the pool reconciler's pools and
@@ -21,12 +23,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from shared.domain.group import GROUP, key
+from shared.kube.sharding import Ring
+
 __all__ = [
+    "DRAIN_LABEL_PREFIX",
+    "RING_LABEL",
     "SHARD_KEY",
+    "SHARD_LABEL_PREFIX",
     "UNSHARDED_SELECTOR",
     "Requirement",
     "Selector",
+    "check_label_value",
+    "combine_selectors",
     "parse_selector",
+    "ring",
     "shard_labels",
     "shard_of",
     "shard_selector",
@@ -37,6 +48,16 @@ SHARD_KEY: Final = "sharding.fluxcd.io/key"
 
 UNSHARDED_SELECTOR: Final = f"!{SHARD_KEY}"
 """The selector of the instance that takes every object no shard claims."""
+
+RING_LABEL: Final = key("ring")
+"""Label of a dynamic-sharding member Lease; value: the ring's name (docs/architecture.md#dynamic-sharding)."""
+
+SHARD_LABEL_PREFIX: Final = f"shard.{GROUP}"
+"""``shard.tatara.pleme.io/<ring>``: the label the sharder sets on an object; value: the member it is assigned to."""
+
+DRAIN_LABEL_PREFIX: Final = f"drain.{GROUP}"
+"""``drain.tatara.pleme.io/<ring>``: present (value ``true``) while the sharder waits for an object's member to
+hand it over."""
 
 Operator = Literal["=", "!=", "in", "notin", "exists", "!", "gt", "lt"]
 
@@ -223,3 +244,31 @@ def shard_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
     shard}``, or nothing for an unsharded one (a Process's rendered Flux objects, a pool's members)."""
     shard = shard_of(labels)
     return {} if shard is None else {SHARD_KEY: shard}
+
+
+def check_label_value(what: str, value: str) -> None:
+    """Raise ValueError naming ``what`` unless ``value`` is a non-empty label value (1-63 characters of
+    [A-Za-z0-9-_.], beginning and ending with a letter or digit): a ring or member name is one."""
+    if not value:
+        raise ValueError(f"{what} must not be empty")
+    try:
+        _check_value(value)
+    except ValueError as err:
+        raise ValueError(f"{what}: {err}") from None
+
+
+def ring(name: str) -> Ring:
+    """The keys of dynamic-sharding ring ``name``: member Leases labelled :data:`RING_LABEL` = ``name``, objects
+    labelled ``shard.tatara.pleme.io/<name>`` = their member and ``drain.tatara.pleme.io/<name>`` while moving.
+
+    Raises:
+        ValueError: ``name`` is not a label value (it is also a label key's name part).
+    """
+    check_label_value("the ring name", name)
+    return Ring(name=name, lease_label=RING_LABEL, shard_label=f"{SHARD_LABEL_PREFIX}/{name}",
+                drain_label=f"{DRAIN_LABEL_PREFIX}/{name}")
+
+
+def combine_selectors(*selectors: str) -> str:
+    """The selector every one of ``selectors`` must hold for (empty ones skipped): their requirements joined."""
+    return ",".join(s.strip() for s in selectors if s.strip())

@@ -80,6 +80,10 @@ class TerminalError(Exception):
 
 
 Reconciler = Callable[[Request], Awaitable[Result | None]]
+Gate = Callable[[Request], Awaitable[bool]]
+"""``await gate(request) -> handled``, run before each reconcile (:meth:`Controller.set_gate`): True means the gate
+dealt with the key itself (e.g. handed the object over to another shard: :class:`shared.kube.sharding.DrainGate`)
+and the reconcile does not run; raising retries the key with the per-key backoff."""
 Predicate = Callable[[WatchEventType, Any, Any], bool]
 """``predicate(event_type, old, new) -> bool``: False drops the event."""
 
@@ -154,6 +158,7 @@ class Controller(Generic[T]):
         self.queue: WorkQueue[Request] = WorkQueue(clock=clock, rate_limiter=rate_limiter,
                                                    metrics=self.metrics.workqueue(name))
         self._informers: list[Informer[Any]] = [primary]
+        self._gate: Gate | None = None
         self._tracer = trace.get_tracer("tatara.controller")
         if tracing.enabled:
             self.queue.waits = {}
@@ -198,6 +203,11 @@ class Controller(Generic[T]):
         informer.add_handler(on_event)
         self._informers.append(informer)
 
+    def set_gate(self, gate: Gate | None) -> None:
+        """Run ``await gate(request)`` before each reconcile, in the worker that holds the key (so never beside a
+        reconcile of the same key); a True answer skips the reconcile (:data:`Gate`). Call before :meth:`run`."""
+        self._gate = gate
+
     @property
     def has_synced(self) -> bool:
         return all(i.has_synced for i in self._informers)
@@ -228,9 +238,25 @@ class Controller(Generic[T]):
                 return
             exemplar: Mapping[str, str] | None = None
             try:
-                exemplar = await self._reconcile_one(request)
+                if not await self._gated(request):
+                    exemplar = await self._reconcile_one(request)
             finally:
                 self.queue.done(request, exemplar=exemplar)
+
+    async def _gated(self, request: Request) -> bool:
+        """Whether the gate handled ``request`` (then no reconcile runs); a failing gate counts as handled and
+        the key is retried with the per-key backoff."""
+        if self._gate is None:
+            return False
+        try:
+            handled = await self._gate(request)
+        except Exception as err:
+            log.warning("%s %s: gate failed, retrying: %s", self.name, request, err)
+            self.queue.add_rate_limited(request)
+            return True
+        if handled:
+            self.queue.forget(request)
+        return handled
 
     async def _reconcile_one(self, request: Request) -> Mapping[str, str] | None:
         """Reconcile ``request`` once inside its span; the span's trace and span id when it was sampled (the

@@ -30,7 +30,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -163,6 +163,8 @@ class LeaseOptions:
     name: str
     namespace: str
     timing: LeaseTiming = LeaseTiming()
+    labels: tuple[tuple[str, str], ...] = ()
+    """Labels the Lease carries (a dynamic-sharding member's ring: docs/architecture.md#dynamic-sharding)."""
 
 
 # --- the pure decision --------------------------------------------------------------------------------------
@@ -294,6 +296,8 @@ class LeaderElector:
         sleep: ``await sleep(seconds)``, the waits between attempts, on ``clock``'s time (default
             :func:`anyio.sleep`; a test passes one that advances its fake ``clock``).
         wall_clock: the instant written as renewTime/acquireTime (default now in UTC).
+        labels: labels the Lease carries (set when it is created or taken over, kept on renewal), e.g. the ring of
+            a dynamic-sharding member Lease (:mod:`shared.kube.sharding`); None: none.
 
     Attributes ``is_leader``, ``last_renewed`` (monotonic time the last successful write was sent, while
     leading) and ``stopped_leading_at`` (monotonic time leadership last ended) are for probes and tests.
@@ -312,8 +316,10 @@ class LeaderElector:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.client = client
+        self.labels = dict(labels or {})
         self.name = name
         self.namespace = namespace
         self.identity = identity or default_identity()
@@ -474,9 +480,12 @@ class LeaderElector:
         spec = next_spec(decision, previous, identity=self.identity, now=self._wall_clock(),
                          lease_duration_seconds=self.timing.lease_duration_seconds)
         if current is None:
-            lease = Lease(metadata=ObjectMeta(name=self.name, namespace=self.namespace), spec=spec)
+            lease = Lease(metadata=ObjectMeta(name=self.name, namespace=self.namespace, labels=self.labels), spec=spec)
         else:
-            lease = msgspec.structs.replace(current, spec=spec)
+            metadata = current.metadata
+            if any(metadata.labels.get(k) != v for k, v in self.labels.items()):
+                metadata = msgspec.structs.replace(metadata, labels={**metadata.labels, **self.labels})
+            lease = msgspec.structs.replace(current, metadata=metadata, spec=spec)
         try:
             await self._write(lease, create=current is None, budget=budget)
         except Conflict:

@@ -89,7 +89,8 @@ class Manager:
         server = HealthServer(*health) if health is not None else None
         elector = None
         if lease is not None:
-            elector = LeaderElector(client, lease.name, lease.namespace, identity=identity, timing=lease.timing)
+            elector = LeaderElector(client, lease.name, lease.namespace, identity=identity, timing=lease.timing,
+                                    labels=dict(lease.labels))
         return cls(client, health=server, elector=elector, handle_signals=handle_signals)
 
     def informer(self, resource: Resource, decode_type: type[Any], *, namespace: str | None = None,
