@@ -61,6 +61,8 @@ class AuditEvent:
     code: int = 0
     decision: str = ""
     uri: str = ""
+    received: str = ""
+    """``requestReceivedTimestamp``: when the API server received the request (RFC 3339, microseconds)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ def parse_events(lines: Iterable[str]) -> list[AuditEvent]:
             code=int((doc.get("responseStatus") or {}).get("code", 0)),
             decision=str((doc.get("annotations") or {}).get(_DECISION, "")),
             uri=uri,
+            received=str(doc.get("requestReceivedTimestamp", "")),
         )
         by_id[str(doc.get("auditID", len(by_id)))] = event
     return list(by_id.values())

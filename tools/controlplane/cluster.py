@@ -41,7 +41,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -132,6 +132,8 @@ class LocalControlPlane:
         service_account_admission: keep the ServiceAccount admission plugin on a plane without a node (a pod
             naming a missing ServiceAccount is refused, as in a real cluster).
         audit: write the audit log of ServiceAccount requests to :attr:`audit_log` (module docstring).
+        audit_policy: with ``audit``, this audit Policy instead of ServiceAccount requests at ``Metadata`` (e.g. the
+            writes of some users, to tell which controller instance wrote what).
         apiserver_flags: further kube-apiserver flags, after the plane's own (e.g. ``--feature-gates=...``).
     """
 
@@ -142,6 +144,7 @@ class LocalControlPlane:
     extra_controllers: tuple[str, ...] = ()
     service_account_admission: bool = False
     audit: bool = False
+    audit_policy: Mapping[str, Any] | None = None
     apiserver_flags: tuple[str, ...] = ()
     server: str = ""
     etcd_url: str = ""
@@ -372,7 +375,7 @@ class LocalControlPlane:
         """kube-apiserver's flags for the audit log: the policy file and a JSON log written as each request
         ends (``blocking``: written synchronously, in the request's own handler)."""
         policy = self.dir / "audit-policy.yaml"
-        policy.write_text(yaml.safe_dump(SERVICE_ACCOUNT_POLICY))
+        policy.write_text(yaml.safe_dump(dict(self.audit_policy or SERVICE_ACCOUNT_POLICY)))
         return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
                 "--audit-log-mode=blocking"]
 

@@ -23,13 +23,15 @@ SA = "system:serviceaccount:sys:ctl"
 
 
 def line(audit_id: str, stage: str, verb: str, *, ref: dict[str, str] | None = None, uri: str = "/x",
-         code: int = 200, decision: str = "allow", user: str = SA) -> str:
+         code: int = 200, decision: str = "allow", user: str = SA, received: str | None = None) -> str:
     doc: dict[str, Any] = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata", "auditID": audit_id,
                            "stage": stage, "requestURI": uri, "verb": verb, "user": {"username": user},
                            "responseStatus": {"metadata": {}, "code": code},
                            "annotations": {"authorization.k8s.io/decision": decision}}
     if ref is not None:
         doc["objectRef"] = ref
+    if received is not None:
+        doc["requestReceivedTimestamp"] = received
     return json.dumps(doc)
 
 
@@ -38,7 +40,8 @@ def test_one_event_per_request_the_last_stage_winning() -> None:
         line("a", "ResponseStarted", "watch", ref={"resource": "jobs", "apiGroup": "batch", "namespace": "n"},
              uri="/apis/batch/v1/namespaces/n/jobs?watch=true", code=200),
         line("b", "ResponseComplete", "patch", ref={"resource": "processes", "subresource": "status",
-                                                    "apiGroup": "tatara.pleme.io", "namespace": "n", "name": "p"}),
+                                                    "apiGroup": "tatara.pleme.io", "namespace": "n", "name": "p"},
+             received="2026-12-06T01:02:03.000004Z"),
         "",
         line("a", "ResponseComplete", "watch", ref={"resource": "jobs", "apiGroup": "batch", "namespace": "n"},
              uri="/apis/batch/v1/namespaces/n/jobs?watch=true", code=500),
@@ -47,7 +50,8 @@ def test_one_event_per_request_the_last_stage_winning() -> None:
     assert parse_events(lines) == [
         AuditEvent(SA, "watch", "batch", "jobs", "n", code=500, decision="allow",
                    uri="/apis/batch/v1/namespaces/n/jobs?watch=true"),
-        AuditEvent(SA, "patch", "tatara.pleme.io", "processes/status", "n", "p", code=200, decision="allow", uri="/x"),
+        AuditEvent(SA, "patch", "tatara.pleme.io", "processes/status", "n", "p", code=200, decision="allow", uri="/x",
+                   received="2026-12-06T01:02:03.000004Z"),
         AuditEvent(SA, "get", path="/apis/batch/v1", code=403, decision="forbid", uri="/apis/batch/v1?timeout=32s"),
     ]
 
