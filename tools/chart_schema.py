@@ -67,6 +67,7 @@ def common_properties(lease_name: str) -> dict[str, Any]:
         # a shard name is a label value and a suffix of Deployment and Lease names: a short DNS label
         "shards": {"type": "array", "uniqueItems": True,
                    "items": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 20}},
+        "dynamicSharding": _closed({"enabled": _BOOL}),
         "leaderElection": _closed({
             "enabled": _BOOL,
             "leaseName": {**_NAME, "default": lease_name},

@@ -16,6 +16,10 @@ tatara-pool-reconciler
 - --leader-election-lease-duration={{ .Values.leaderElection.leaseDuration }}
 - --leader-election-renew-deadline={{ .Values.leaderElection.renewDeadline }}
 - --leader-election-retry-period={{ .Values.leaderElection.retryPeriod }}
+{{- if .Values.dynamicSharding.enabled }}
+- --sharding=dynamic
+- --shard-name=$(POD_NAME)
+{{- end }}
 - --heartbeat-seconds={{ .Values.config.heartbeatSeconds }}
 - --spawn-timeout={{ .Values.config.spawnTimeout }}
 - --reset-image={{ .Values.config.resetImage }}

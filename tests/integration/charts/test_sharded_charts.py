@@ -131,3 +131,56 @@ async def test_install_both_charts_sharded(helm: Path, control_plane: LocalContr
                 await policy.read_namespaced_pod_disruption_budget(name, namespace)
     finally:
         await uninstall(helm, kubeconfig, namespace, releases)
+
+
+DYNAMIC = ("--set", "dynamicSharding.enabled=true", "--set", "shards={shard1}")
+
+
+def _pod_args(deploy: dict[str, Any], pod: str) -> list[str]:
+    """The container's args as the kubelet passes them to a pod named ``pod`` (``$(POD_NAME)`` expanded from the
+    env var the Deployment sets from the downward API)."""
+    env = {e["name"]: e for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    return [a.replace("$(POD_NAME)", pod) for a in _args(deploy)]
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_dynamic_sharding_makes_every_pod_a_member_of_its_deployments_ring(helm: Path, chart: str) -> None:
+    lint = _run(helm, "lint", "--strict", str(ROOT / "charts" / chart), *DYNAMIC)
+    assert "0 chart(s) failed" in lint.stdout
+    docs = _render_all(helm, chart, *DYNAMIC)
+    deploys = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    base = f"rel-{chart}"
+    parse = parse_reconciler if chart == "tatara-reconciler" else parse_pool
+    configs = {name: parse(_pod_args(d, f"{name}-7d9c8-x2k4p"), {}) for name, d in deploys.items()}
+    # each pod is a member named after itself, in the ring of its Deployment (named after its Lease)
+    assert {n: (c.dynamic, c.member, c.ring.name) for n, c in configs.items()} == {
+        base: (True, f"{base}-7d9c8-x2k4p", chart),
+        f"{base}-shard1": (True, f"{base}-shard1-7d9c8-x2k4p", f"{chart}-shard1")}
+    # ... watching the static shard's objects the sharder assigned to it, under its own membership Lease
+    assert configs[f"{base}-shard1"].owned_selector == (
+        f"sharding.fluxcd.io/key=shard1,shard.tatara.pleme.io/{chart}-shard1={base}-shard1-7d9c8-x2k4p")
+    lease = configs[base].lease
+    assert lease is not None
+    assert (lease.name, dict(lease.labels)) == (f"{base}-7d9c8-x2k4p", {"tatara.pleme.io/ring": chart})
+    # member Leases are named after pods: the Role grants the Lease verbs of membership and of the sharder's watch
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-leader-election")]
+    unnamed = {verb for r in role["rules"] if not r.get("resourceNames") for verb in r["verbs"]}
+    assert {"create", "get", "list", "watch", "update"} <= unnamed
+
+
+@pytest.mark.anyio
+async def test_install_both_charts_with_dynamic_sharding(helm: Path, control_plane: LocalControlPlane,
+                                                         kube: client.ApiClient, namespace: str) -> None:
+    apps = client.AppsV1Api(kube)
+    suffix = uuid.uuid4().hex[:6]
+    releases = {chart: f"d{chart.removeprefix('tatara-')}-{suffix}" for chart in CHARTS}
+    kubeconfig = str(control_plane.kubeconfig)
+    try:
+        for proc in await install(helm, kubeconfig, namespace, releases, *DYNAMIC, "--skip-crds"):
+            assert "STATUS: deployed" in proc.stdout
+        for chart, release in releases.items():
+            deploy = await apps.read_namespaced_deployment(f"{release}-{chart}-shard1", namespace)
+            assert "--sharding=dynamic" in deploy.spec.template.spec.containers[0].args
+    finally:
+        await uninstall(helm, kubeconfig, namespace, releases)
