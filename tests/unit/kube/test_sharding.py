@@ -132,7 +132,7 @@ def test_a_member_is_alive_for_its_lease_duration_after_its_record_last_changed_
 
 
 def test_a_released_or_deleted_lease_is_a_member_gone_at_once() -> None:
-    members, informer, clock = membership()
+    members, informer, _clock = membership()
     informer.store.apply(WatchEventType.ADDED, lease("m1", "m1_x"))
     informer.store.apply(WatchEventType.ADDED, lease("m2", "m2_x"))
     informer.store.apply(WatchEventType.MODIFIED, lease("m1", None, duration=1))
