@@ -35,7 +35,7 @@ from shared.kube.leader import LeaderElector, Lease, default_identity
 from shared.kube.manager import Manager
 from shared.kube.meta import namespace_of
 from shared.kube.metrics import registry as process_registry
-from shared.kube.sharding import DrainGate, Membership, Sharder
+from shared.kube.sharding import DrainGate, Membership, Sharder, forget_gone_members
 
 __all__ = ["REPORTING_CONTROLLER", "build", "join_ring"]
 
@@ -114,6 +114,7 @@ def join_ring(client: KubeApi, manager: Manager, config: PoolReconcilerConfig, i
         async with anyio.create_task_group() as tg:
             for sharder in sharders:
                 tg.start_soon(sharder.run)
+            tg.start_soon(forget_gone_members, client, membership)
 
     elector = LeaderElector(client, config.sharder_lease_name, config.lease_namespace, identity=identity,
                             timing=config.lease_timing)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 from prometheus_client import CollectorRegistry
 
 from reconciler.claims import held_keys
@@ -51,7 +52,7 @@ from shared.kube.informer import Informer
 from shared.kube.leader import LeaderElector, Lease, default_identity
 from shared.kube.manager import Manager
 from shared.kube.metrics import registry as process_registry
-from shared.kube.sharding import DrainGate, Membership, Sharder
+from shared.kube.sharding import DrainGate, Membership, Sharder, forget_gone_members
 
 __all__ = ["REPORTING_CONTROLLER", "after_own_applies", "build", "join_ring", "resolve_kind", "watch_rendered_kinds"]
 
@@ -210,8 +211,15 @@ def join_ring(client: KubeApi, manager: Manager, config: ReconcilerConfig, ident
     controller.set_gate(DrainGate(client, PROCESSES, processes, ring, controller=controller.name))
     leases = manager.informer(LEASES, Lease, namespace=config.lease_namespace, label_selector=ring.lease_selector)
     scope = parse_selector(config.watch_label_selector)
-    sharder = Sharder(client, PROCESSES, every_process, Membership(leases), ring, hash_key=ring_key,
+    membership = Membership(leases)
+    sharder = Sharder(client, PROCESSES, every_process, membership, ring, hash_key=ring_key,
                       in_scope=lambda process: scope.matches(process.metadata.labels))
+
+    async def assign() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sharder.run)
+            tg.start_soon(forget_gone_members, client, membership)
+
     elector = LeaderElector(client, config.sharder_lease_name, config.lease_namespace, identity=identity,
                             timing=config.lease_timing)
-    manager.add_runnable(functools.partial(elector.run, sharder.run))
+    manager.add_runnable(functools.partial(elector.run, assign))

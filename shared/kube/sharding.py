@@ -39,9 +39,9 @@ import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from shared.kube.api import KubeApi
-from shared.kube.client import Resource
+from shared.kube.client import LEASES, Resource
 from shared.kube.controller import Controller, Request, Result
-from shared.kube.errors import NotFound
+from shared.kube.errors import ApiError, Conflict, NotFound
 from shared.kube.informer import Informer, WatchEventType
 from shared.kube.leader import Lease, LeaseSighting
 from shared.kube.meta import KubeObject
@@ -50,6 +50,7 @@ from shared.kube.store import object_key
 
 __all__ = [
     "DRAINING",
+    "GONE_MEMBER_TTL",
     "DrainGate",
     "Membership",
     "Move",
@@ -58,6 +59,7 @@ __all__ = [
     "Sharder",
     "ShardingMetrics",
     "decide_move",
+    "forget_gone_members",
     "pick",
     "score",
     "sharding_metrics",
@@ -263,6 +265,33 @@ class Membership:
             expiry = self.next_expiry()
             with anyio.move_on_after(math.inf if expiry is None else expiry + 0.001):
                 await self._wake.wait()
+
+
+GONE_MEMBER_TTL: Final = 60.0
+"""Seconds a member's Lease stays after the member is gone before :func:`forget_gone_members` deletes it (a pod
+restarted in place takes its Lease back well within it; a deleted pod's name never comes back)."""
+
+
+async def forget_gone_members(client: KubeApi, membership: Membership, *, after: float = GONE_MEMBER_TTL,
+                              every: float = 10.0) -> None:
+    """Every ``every`` seconds, delete the member Leases gone (released, or expired on our clock) for more than
+    ``after`` seconds, each guarded by the resourceVersion it was seen at, so a member that came back is kept. Run
+    by the ring's sharder; until cancelled."""
+    while True:
+        for name, gone in membership.gone_since().items():
+            lease = membership.leases.get(f"{membership.leases.namespace}/{name}"
+                                          if membership.leases.namespace else name)
+            if gone <= after or lease is None:
+                continue
+            try:
+                await client.delete(LEASES, name, lease.metadata.namespace,
+                                    resource_version=lease.metadata.resource_version)
+                log.info("deleted the Lease of member %s, gone for %.0f s", name, gone)
+            except (Conflict, NotFound):
+                pass  # it came back, or is gone already
+            except ApiError as err:
+                log.warning("could not delete the Lease of gone member %s: %s", name, err)
+        await anyio.sleep(every)
 
 
 # ── the sharder ─────────────────────────────────────────────────────────────────────────────────────────────

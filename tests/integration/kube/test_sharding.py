@@ -11,8 +11,9 @@ here (:func:`tests.unit.kube.test_sharding.documented_pick`).
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -26,7 +27,7 @@ from shared.kube.controller import Controller, Request, Result
 from shared.kube.informer import Informer
 from shared.kube.leader import LeaderElector, Lease, LeaseTiming
 from shared.kube.metrics import RuntimeMetrics
-from shared.kube.sharding import DrainGate, Membership, Ring, Sharder, ShardingMetrics
+from shared.kube.sharding import DrainGate, Membership, Ring, Sharder, ShardingMetrics, forget_gone_members
 from shared.kube.store import object_key
 from tests.integration.kube.conftest import ConfigMap
 from tests.support.kube import wait_for
@@ -55,7 +56,7 @@ class Ledger:
         by_object: dict[str, list[tuple[float, float, str]]] = {}
         for obj, member, start, end in self.runs:
             by_object.setdefault(obj, []).append((start, end, member))
-        found = []
+        found: list[str] = []
         for obj, runs in by_object.items():
             latest_end: dict[str, float] = {}  # member → the latest end of its runs started so far
             for start, end, member in sorted(runs):
@@ -178,3 +179,43 @@ async def test_objects_follow_the_ring_as_members_join_and_die_and_are_never_rec
             "a dead member's objects moved before its Lease could expire"
         tg.cancel_scope.cancel()
     assert ledger.overlaps() == []
+
+
+async def test_the_leases_of_members_gone_a_while_are_deleted_and_a_live_ones_kept(
+        kclient: KubeClient, ns: str) -> None:
+    members = {name: new_member(kclient, ns, name, release=name != "dead") for name in ("live", "dead", "released")}
+    leases = Informer(kclient, LEASES, Lease, namespace=ns, label_selector=RING.lease_selector)
+    membership = Membership(leases)
+
+    async def held_forever(member: Member) -> None:
+        with member.scope:
+            await member.elector.run(anyio.sleep_forever)
+
+    async def names() -> set[str]:
+        listed = msgspec.json.decode(await kclient.list(LEASES, ns), type=LeaseList)
+        return {lease.metadata.name or "" for lease in listed.items}
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(leases.run)
+        for member in members.values():
+            tg.start_soon(held_forever, member)
+        await wait_for(lambda: _true(membership.alive() == {"live", "dead", "released"}), timeout=30,
+                       what="three members alive")
+        members["dead"].scope.cancel()  # no release: its Lease stays held until it expires
+        members["released"].scope.cancel()  # released on the way out
+        tg.start_soon(functools.partial(forget_gone_members, kclient, membership, after=1.0, every=0.1))
+        await wait_for(lambda: _equal(names(), {"live"}), timeout=30, what="the gone members' Leases deleted")
+        assert membership.alive() == {"live"}
+        tg.cancel_scope.cancel()
+
+
+class LeaseList(msgspec.Struct):
+    items: list[Lease]
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def _equal(found: Awaitable[set[str]], expected: set[str]) -> bool:
+    return await found == expected
