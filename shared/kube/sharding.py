@@ -213,7 +213,8 @@ class Membership:
         self.leases = leases
         self._clock = clock
         self._seen: dict[str, LeaseSighting] = {}
-        self._wake = anyio.Event()
+        self._wakes: set[anyio.Event] = set()
+        """One per running :meth:`watch` (several sharders may share a membership)."""
         leases.add_handler(self._on_lease)
 
     def _on_lease(self, event: WatchEventType, old: Lease | None, new: Lease) -> None:
@@ -224,7 +225,8 @@ class Membership:
             seen = self._seen.get(name)
             if seen is None or seen.spec != new.spec:
                 self._seen[name] = LeaseSighting(new.spec, self._clock())
-        self._wake.set()
+        for wake in self._wakes:
+            wake.set()
 
     def alive(self, now: float | None = None) -> frozenset[str]:
         """The members whose Lease names a holder and was seen changing less than its ``leaseDurationSeconds``
@@ -257,14 +259,18 @@ class Membership:
         on our clock), until cancelled."""
         last: frozenset[str] | None = None
         while True:
-            self._wake = anyio.Event()
-            current = self.alive()
-            if current != last:
-                on_change(current)
-                last = current
-            expiry = self.next_expiry()
-            with anyio.move_on_after(math.inf if expiry is None else expiry + 0.001):
-                await self._wake.wait()
+            wake = anyio.Event()
+            self._wakes.add(wake)
+            try:
+                current = self.alive()
+                if current != last:
+                    on_change(current)
+                    last = current
+                expiry = self.next_expiry()
+                with anyio.move_on_after(math.inf if expiry is None else expiry + 0.001):
+                    await wake.wait()
+            finally:
+                self._wakes.discard(wake)
 
 
 GONE_MEMBER_TTL: Final = 60.0

@@ -8,6 +8,7 @@ import hashlib
 from collections import Counter
 from typing import Any, cast
 
+import anyio
 import pytest
 
 from shared.kube.api import KubeApi
@@ -17,6 +18,7 @@ from shared.kube.leader import Lease, LeaseSpec
 from shared.kube.meta import ObjectMeta
 from shared.kube.sharding import Membership, Move, MoveKind, decide_move, pick, score
 from shared.kube.store import WatchEventType
+from tests.support.kube import wait_for
 
 SHARD = "shard.example.com/ring"
 DRAIN = "drain.example.com/ring"
@@ -141,3 +143,24 @@ def test_a_released_or_deleted_lease_is_a_member_gone_at_once() -> None:
     informer.store.apply(WatchEventType.DELETED, lease("m2", "m2_x"))
     assert members.alive() == frozenset()
     assert members.next_expiry() is None
+
+
+@pytest.mark.anyio
+async def test_every_watcher_of_one_membership_hears_a_member_join() -> None:
+    """Two sharders (the pool reconciler's pools and allocations) share one membership: a Lease event wakes both,
+    not only the last to wait."""
+    members, informer, _clock = membership()
+    heard: dict[str, list[frozenset[str]]] = {"pools": [], "allocations": []}
+    async with anyio.create_task_group() as tg:
+        for name in heard:
+            tg.start_soon(members.watch, heard[name].append)
+        await wait_for(lambda: _true(all(seen == [frozenset()] for seen in heard.values())), timeout=5,
+                       what="both watchers told the empty ring")
+        informer.store.apply(WatchEventType.ADDED, lease("m1", "m1_x", duration=3600))
+        await wait_for(lambda: _true(all(seen[-1] == {"m1"} for seen in heard.values())), timeout=5,
+                       what="both watchers told of m1")
+        tg.cancel_scope.cancel()
+
+
+async def _true(value: bool) -> bool:
+    return value
