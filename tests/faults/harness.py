@@ -4,24 +4,26 @@ The invariants are read from the API only, once the faults are over and the reco
 deadline to converge (docs/behaviour.md#pids, #pool-membership, #exclusive-claim), from one consistent
 view (:func:`converged`: a settled read counts only when a second read finds every object unchanged):
 
-- every Process reached Attested, every allocation Bound, the pool Steady — nothing left stuck;
+- every Process reached Attested, every allocation Bound, every pool Steady — nothing left stuck;
 - PIDs are unique, and every sequence number a Process holds was handed out by the table (below its
   ``nextSequence``);
 - each Process owns exactly one Flux child of its main kind (a Kustomization, or a member's HelmRelease),
   and every such child's owner exists;
-- each Bound allocation names a member that exists, belongs to its pool and carries this allocation's
-  annotation; no member is named by two allocations.
+- each Bound allocation names a member that exists, belongs to the pool its ``poolRef`` names and carries
+  this allocation's annotation; no member is named by two allocations.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
+import re
 import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +42,7 @@ from shared.domain.resources import (
     PROCESSES,
 )
 from shared.kube.api import KubeApi
-from shared.kube.client import KubeClient, Resource
+from shared.kube.client import LEASES, KubeClient, Resource
 from shared.kube.errors import ApiError, Conflict, NotFound
 from tests.integration.pool_reconciler.test_pool_allocation import allocation_doc, pool_doc
 from tests.integration.reconciler.test_lifecycle import flux_process
@@ -133,7 +135,11 @@ class Binaries:
         self.running.remove(binary)
         restarts.append(f"{binary.log.name} exited {code}, restarted")
         assert sum(self.started.values()) < MAX_STARTS, f"a crash loop:\n{self.report()}"
-        self.start(binary.role, leader_elect=binary.leader_elect, extra=binary.extra)
+        self.again(binary)
+
+    def again(self, binary: Binary) -> Binary:
+        """A fresh process with ``binary``'s role and flags (a new identity), as a Deployment replaces a pod."""
+        return self.start(binary.role, leader_elect=binary.leader_elect, extra=binary.extra)
 
     async def _api_ready(self) -> bool:
         try:
@@ -145,12 +151,27 @@ class Binaries:
 
     def kill(self, binary: Binary) -> None:
         """SIGKILL ``binary`` (no shutdown, no lease release) and wait for it."""
-        os.killpg(binary.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it exited by itself a moment ago
+            os.killpg(binary.proc.pid, signal.SIGKILL)
         binary.proc.wait()
-        self.running.remove(binary)
+        if binary in self.running:  # else the supervisor took it out, to start it again
+            self.running.remove(binary)
 
     def alive(self, role: str) -> list[Binary]:
         return [b for b in self.running if b.role == role and b.proc.poll() is None]
+
+    def leading_as(self, identity: str, role: str) -> list[Binary]:
+        """The running ``role`` binaries whose log says they lead a Lease as ``identity`` (one, or none)."""
+        return [b for b in self.alive(role) if f"as {identity}" in b.log.read_text(errors="replace")]
+
+    def leaders(self) -> dict[str, set[str]]:
+        """Identity → every Lease (``namespace/name``) it became leader of, from the logs of every binary
+        this test started, the killed ones' too (an identity is one process's: hostname and a random suffix)."""
+        led: dict[str, set[str]] = {}
+        for log in self.logs.glob("*.log"):
+            for lease, identity in BECAME_LEADER.findall(log.read_text(errors="replace")):
+                led.setdefault(identity, set()).add(lease)
+        return led
 
     def stop_all(self) -> None:
         stop_process_groups([b.proc for b in self.running], 10)
@@ -161,6 +182,25 @@ class Binaries:
                  for b in self.running}
         return "\n".join(f"--- {log.name} ({state.get(log.name, 'gone')}):\n{log_tail(log, 20)}"
                          for log in sorted(self.logs.glob("*.log")))
+
+
+BECAME_LEADER = re.compile(r"became leader of lease (\S+/[^\s\"]+) as ([^\s\"]+)")
+"""The line :class:`shared.kube.leader.LeaderElector` logs on taking a Lease: its ``namespace/name`` and the
+identity it holds it as (also each binary's Events' ``reportingInstance``)."""
+
+
+async def leader_of(kc: KubeClient, ns: str, lease: str, binaries: Binaries, role: str) -> str:
+    """The identity holding ``lease`` once one of ``role``'s running replicas holds it."""
+    async def holder() -> str | None:
+        try:
+            raw = await retried(lambda: kc.get(LEASES, lease, ns), what=f"the Lease {lease}")
+            spec = msgspec.json.decode(raw).get("spec", {})
+        except NotFound:  # no replica has campaigned yet
+            return None
+        identity: str | None = spec.get("holderIdentity")
+        return identity if identity and binaries.leading_as(identity, role) else None
+
+    return await wait_for(holder, timeout=60, interval=0.2, what=f"a leader of {lease}")
 
 
 @asynccontextmanager
@@ -215,31 +255,44 @@ async def create(kc: KubeApi, resource: Resource, body: dict[str, Any], ns: str)
         await retried(lambda: kc.create(resource, body, ns), what=f"creating {resource.kind}")
 
 
+Fault = Callable[[], Awaitable[str]]
+"""Injects one fault; returns what it did, for the failure message."""
+
+
+async def burst_with_faults(kc: KubeApi, ns: str, docs: Sequence[tuple[Resource, dict[str, Any]]], rng: random.Random,
+                            faults: Mapping[int, Fault], done: list[str]) -> None:
+    """Create ``docs`` in order with seeded gaps (0–0.3 s); before create number ``i`` run ``faults[i]``
+    and note what it did in ``done``."""
+    for i, (resource, body) in enumerate(docs):
+        if i in faults:
+            done.append(f"before create {i}: {await faults[i]()}")
+        await anyio.sleep(rng.uniform(0.0, 0.3))
+        await create(kc, resource, body, ns)
+
+
 def sequence(pid: str) -> int:
     """The table's sequence number in a PID (its last dot-separated segment)."""
     return int(pid.rsplit(".", 1)[1])
 
 
-async def snapshot(kc: KubeApi, ns: str) -> dict[str, Any] | None:
-    """The namespace's Processes and allocations (by name) and the pool, read one after the other
-    (three requests, so not one instant); None while the pool does not exist."""
+async def snapshot(kc: KubeApi, ns: str, pools: Sequence[str] = ("pool",)) -> dict[str, Any] | None:
+    """The namespace's Processes, allocations and pools (by name), read one after the other (three
+    requests, so not one instant); None while one of ``pools`` does not exist."""
     procs = {p["metadata"]["name"]: p for p in await items(kc, PROCESSES, ns)}
     allocs = {a["metadata"]["name"]: a for a in await items(kc, EPHEMERAL_ALLOCATIONS, ns)}
-    try:
-        pool: dict[str, Any] = msgspec.json.decode(
-            await retried(lambda: kc.get(EPHEMERAL_POOLS, "pool", ns), what="the pool"))
-    except NotFound:
+    found = {p["metadata"]["name"]: p for p in await items(kc, EPHEMERAL_POOLS, ns)}
+    if not set(pools) <= set(found):
         return None
-    return {"processes": procs, "allocations": allocs, "pool": pool}
+    return {"processes": procs, "allocations": allocs, "pools": found}
 
 
 def settled(state: dict[str, Any], processes: Sequence[str], allocations: Sequence[str]) -> bool:
-    """Every named Process Attested, every allocation Bound, the pool Steady, every member Attested."""
+    """Every named Process Attested, every allocation Bound, every pool Steady, every member Attested."""
     procs: dict[str, dict[str, Any]] = state["processes"]
     allocs: dict[str, dict[str, Any]] = state["allocations"]
     return (all(procs.get(n, {}).get("status", {}).get("phase") == "Attested" for n in processes)
             and all(allocs.get(n, {}).get("status", {}).get("phase") == "Bound" for n in allocations)
-            and state["pool"].get("status", {}).get("phase") == "Steady"
+            and all(p.get("status", {}).get("phase") == "Steady" for p in state["pools"].values())
             and all(p.get("status", {}).get("phase") == "Attested" for p in procs.values()))
 
 
@@ -247,13 +300,14 @@ def versions(state: dict[str, Any]) -> dict[tuple[str, str], str]:
     """``(kind, name) → resourceVersion`` of every object in ``state``."""
     out = {("Process", n): p["metadata"]["resourceVersion"] for n, p in state["processes"].items()}
     out |= {("EphemeralAllocation", n): a["metadata"]["resourceVersion"] for n, a in state["allocations"].items()}
-    out[("EphemeralPool", "pool")] = state["pool"]["metadata"]["resourceVersion"]
+    out |= {("EphemeralPool", n): p["metadata"]["resourceVersion"] for n, p in state["pools"].items()}
     return out
 
 
-async def converged(kc: KubeApi, ns: str, processes: Sequence[str], allocations: Sequence[str]) -> dict[str, Any]:
-    """Wait until every named Process is Attested, every allocation Bound and the pool Steady, with every
-    member Attested; return what was read, as one consistent view.
+async def converged(kc: KubeApi, ns: str, processes: Sequence[str], allocations: Sequence[str],
+                    pools: Sequence[str] = ("pool",)) -> dict[str, Any]:
+    """Wait until every named Process is Attested, every allocation Bound and every pool (``pools`` among
+    them) Steady, with every member Attested; return what was read, as one consistent view.
 
     One :func:`snapshot` is three reads at three instants, and the reconcilers may still be writing
     between them: a bind landing between the Process LIST and the allocation LIST (its claim on the
@@ -263,19 +317,20 @@ async def converged(kc: KubeApi, ns: str, processes: Sequence[str], allocations:
     resourceVersions: each object then held its state from its first read to its second, and every
     first read came before every second one, so there is an instant at which all of them held it."""
     async def probe() -> dict[str, Any] | None:
-        first = await snapshot(kc, ns)
+        first = await snapshot(kc, ns, pools)
         if first is None or not settled(first, processes, allocations):
             return None
-        again = await snapshot(kc, ns)
+        again = await snapshot(kc, ns, pools)
         return first if again is not None and versions(again) == versions(first) else None
 
     return await wait_for(probe, timeout=CONVERGE, interval=0.5, what="every object in its expected phase")
 
 
 async def check_invariants(kc: KubeApi, ns: str, processes: Sequence[str], allocations: Sequence[str],
-                           *, note: str) -> None:
-    """The module docstring's invariants; ``note`` (the seed and the faults done) prefixes every failure."""
-    state = await converged(kc, ns, processes, allocations)
+                           *, note: str, pools: Sequence[str] = ("pool",)) -> dict[str, Any]:
+    """The module docstring's invariants; ``note`` (the seed and the faults done) prefixes every failure.
+    Returns the :func:`converged` view they were checked on."""
+    state = await converged(kc, ns, processes, allocations, pools)
     procs: dict[str, dict[str, Any]] = state["processes"]
 
     everyone = await items(kc, PROCESSES, None)
@@ -300,12 +355,13 @@ async def check_invariants(kc: KubeApi, ns: str, processes: Sequence[str], alloc
     assert set(owners) - set(uids) == set(), f"{note}: Flux children whose owner is gone"
 
     check_claims(state, note=note)
+    return state
 
 
 def check_claims(state: dict[str, Any], *, note: str) -> None:
     """Each Bound allocation of ``state`` (a :func:`converged` view) names a member that exists, belongs
-    to the pool and carries this allocation's claim; no member is named twice; as many members are
-    claimed as there are allocations."""
+    to the pool its ``poolRef`` names and carries this allocation's claim; no member is named twice; as
+    many members are claimed as there are allocations."""
     procs: dict[str, dict[str, Any]] = state["processes"]
     allocs: dict[str, dict[str, Any]] = state["allocations"]
     assigned = Counter(a["status"]["assignedProcess"]["name"] for a in allocs.values())
@@ -315,7 +371,8 @@ def check_claims(state: dict[str, Any], *, note: str) -> None:
         member = procs.get(member_name)
         assert member is not None, f"{note}: {name} is bound to a Process that does not exist"
         annotations = member["metadata"].get("annotations", {})
-        assert annotations.get(ann.POOL) == "pool", f"{note}: {name}'s member is not the pool's"
+        pool = alloc["spec"]["poolRef"]["name"]
+        assert annotations.get(ann.POOL) == pool, f"{note}: {name}'s member is not its pool {pool}'s"
         claim = annotations.get(ann.ALLOCATION)
         assert claim == name, (f"{note}: {name}'s member {member_name} names another allocation "
                                f"({ann.ALLOCATION}: {claim!r})")

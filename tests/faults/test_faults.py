@@ -10,17 +10,25 @@ deadline. The seed is printed; ``TATARA_FAULT_SEED`` repeats a run.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
 
 import anyio
 import msgspec
 import pytest
 
 from shared.domain.resources import PROCESS_TABLES
-from shared.kube.client import KubeClient, Resource
+from shared.kube.client import KubeClient
 from shared.kube.errors import NotFound
 from tests.faults.conftest import SEED
-from tests.faults.harness import Binaries, burst_documents, check_invariants, create, flux, retried
+from tests.faults.harness import (
+    Binaries,
+    Fault,
+    burst_documents,
+    burst_with_faults,
+    check_invariants,
+    flux,
+    leader_of,
+    retried,
+)
 from tests.support.kube import wait_for
 from tools.controlplane import LocalControlPlane
 
@@ -29,20 +37,12 @@ pytestmark = pytest.mark.anyio
 PROCS = [f"p{i}" for i in range(8)]
 ALLOCS = [f"a{i}" for i in range(3)]
 POOL_SIZE = 3
-LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
-
-Fault = Callable[[], Awaitable[str]]
-"""Injects one fault; returns what it did, for the failure message."""
 
 
 async def burst(kc: KubeClient, ns: str, rng: random.Random, faults: dict[int, Fault], done: list[str]) -> None:
     """Create the pool, the Processes and the allocations with seeded gaps (0–0.3 s); before create
     number ``i`` run ``faults[i]``."""
-    for i, (resource, body) in enumerate(burst_documents(ns, PROCS, ALLOCS, pool_size=POOL_SIZE)):
-        if i in faults:
-            done.append(f"before create {i}: {await faults[i]()}")
-        await anyio.sleep(rng.uniform(0.0, 0.3))
-        await create(kc, resource, body, ns)
+    await burst_with_faults(kc, ns, burst_documents(ns, PROCS, ALLOCS, pool_size=POOL_SIZE), rng, faults, done)
 
 
 def strike_points(rng: random.Random, count: int) -> list[int]:
@@ -109,21 +109,6 @@ async def test_an_apiserver_restart_and_pause_lose_nothing(admin: KubeClient, ns
         await settle_check(admin, ns, binaries, done)
 
 
-async def leader_of(kc: KubeClient, ns: str, lease: str, binaries: Binaries, role: str) -> str:
-    """The identity holding ``lease`` once one of ``role``'s replicas leads."""
-    async def holder() -> str | None:
-        try:
-            raw = await retried(lambda: kc.get(LEASES, lease, ns), what=f"the Lease {lease}")
-            spec = msgspec.json.decode(raw).get("spec", {})
-        except NotFound:  # no replica has campaigned yet
-            return None
-        identity = spec.get("holderIdentity")
-        return identity if identity and any(f"as {identity}" in b.log.read_text(errors="replace")
-                                            for b in binaries.alive(role)) else None
-
-    return await wait_for(holder, timeout=60, interval=0.2, what=f"a leader of {lease}")
-
-
 async def test_two_replicas_survive_their_leader_being_killed(admin: KubeClient, ns: str, binaries: Binaries,
                                                               rng: random.Random) -> None:
     for role in ("reconciler", "pool", "reconciler", "pool"):
@@ -133,7 +118,7 @@ async def test_two_replicas_survive_their_leader_being_killed(admin: KubeClient,
     def kill_leader(role: str) -> Fault:
         async def kill() -> str:
             identity = await leader_of(admin, ns, leases[role], binaries, role)
-            (victim,) = [b for b in binaries.alive(role) if f"as {identity}" in b.log.read_text(errors="replace")]
+            (victim,) = binaries.leading_as(identity, role)
             binaries.kill(victim)
             return f"SIGKILL the {role} leader {identity}"
         return kill
