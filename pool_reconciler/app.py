@@ -35,7 +35,7 @@ from shared.kube.leader import LeaderElector, Lease, default_identity
 from shared.kube.manager import Manager
 from shared.kube.meta import namespace_of
 from shared.kube.metrics import registry as process_registry
-from shared.kube.sharding import DrainGate, Membership, Sharder, forget_gone_members
+from shared.kube.sharding import DrainGate, Membership, Sharder, forget_gone_members, sharding_metrics
 
 __all__ = ["REPORTING_CONTROLLER", "build", "join_ring"]
 
@@ -59,6 +59,7 @@ def build(client: KubeApi, config: PoolReconcilerConfig, *, identity: str | None
     identity = identity or default_identity()  # one per replica: the Lease holder and the Events' reportingInstance
     manager = Manager.configured(client, health=(config.health_host, config.health_port), lease=config.lease,
                                  identity=identity, handle_signals=handle_signals)
+    sharding_metrics()  # exported (empty) in every mode, so the dashboards' sharding row always has its series
     ns = config.watch_namespace or None
     # a shard owns the pools and allocations its --watch-label-selector selects (docs/architecture.md#sharding); a
     # member of a dynamic ring, those of them the sharder assigned to it (docs/architecture.md#dynamic-sharding)

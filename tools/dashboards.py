@@ -222,6 +222,20 @@ def runtime_panels(lay: _Layout, controllers: str) -> None:
                         (f"max by (name) (workqueue_longest_running_processor_seconds{{{SEL}{wq}}})",
                          "longest {{name}}")]), width=12)
 
+    lay.row("Dynamic sharding")
+    lay.add(timeseries("Ring members", "Alive members of each ring, as its sharder sees them "
+                       "(controller_sharding_members; only the sharder exports it). Empty without --sharding=dynamic "
+                       "(docs/architecture.md#dynamic-sharding).", "short",
+                       [(f"max by (ring) (controller_sharding_members{{{SEL}}})", "{{ring}}")]))
+    lay.add(timeseries("Sharder writes", "Label writes of the sharder by resource and reason: new (first "
+                       "assignment), orphaned (member gone), rebalance (drain asked), cancelled "
+                       "(controller_sharding_assignments_total).", "ops",
+                       [(_rate("controller_sharding_assignments_total", "resource, reason"),
+                         "{{resource}} {{reason}}")]))
+    lay.add(timeseries("Hand-overs", "Objects members handed over after a drain request, per controller "
+                       "(controller_sharding_handovers_total).", "ops",
+                       [(_rate("controller_sharding_handovers_total", "controller"), "{{controller}}")]))
+
     lay.row("Leader and process")
     lay.add(stat("Leaders", "Holders of the least-held Lease of this binary (leader_election_master_status summed "
                  "per Lease: one per shard, and the ProcessTable writer's), whichever instances are selected; 1 is "

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from pool_reconciler.metrics import PoolMetrics
 from reconciler.metrics import ProcessMetrics
 from shared.kube.metrics import RuntimeMetrics, render
+from shared.kube.sharding import ShardingMetrics
 from tests.support import dashboards as dash
 from tools import alerts, dashboards
 
@@ -32,6 +33,7 @@ def _registry_types() -> dict[str, str]:
     RuntimeMetrics(registry)
     ProcessMetrics(registry, lambda: ())
     PoolMetrics(registry, lambda: (), lambda: (), lambda: ())
+    ShardingMetrics(registry)
     text = render(registry).decode()
     # process_* come from prometheus_client's ProcessCollector on the process registry (Linux only).
     text += "# TYPE process_cpu_seconds_total counter\n# TYPE process_resident_memory_bytes gauge\n"
