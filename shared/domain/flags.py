@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from shared.domain.duration import DurationError, parse_duration
 from shared.domain.sharding import check_label_value, combine_selectors, parse_selector, ring
 from shared.kube.leader import LeaseOptions, LeaseTiming
-from shared.kube.sharding import Ring
+from shared.kube.ring import Ring
 
 LOG_LEVELS: Final = ("trace", "debug", "info", "warn", "warning", "error")
 """Accepted ``--log-level`` values (``trace`` = debug; ``warn`` = warning)."""

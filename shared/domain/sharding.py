@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from shared.domain.group import GROUP, key
-from shared.kube.sharding import Ring
+from shared.kube.ring import Ring
 
 __all__ = [
     "DRAIN_LABEL_PREFIX",
