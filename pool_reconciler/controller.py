@@ -142,9 +142,9 @@ class PoolReconciler:
         processes.add_indexer(MEMBER_OF, pool_key)
         jobs.add_indexer(MEMBER_OF, pool_key)
         self.controller: Controller[EphemeralPool] = Controller("pool", pools, self.reconcile, workers=workers)
-        self.controller.owns(processes, kind="EphemeralPool", group=GROUP)
-        self.controller.watches(processes, _pool_request)
-        self.controller.watches(jobs, _pool_request)
+        self.controller.owns(processes, kind="EphemeralPool", group=GROUP, cached_only=True)
+        self.controller.watches(processes, _pool_request, cached_only=True)
+        self.controller.watches(jobs, _pool_request, cached_only=True)
 
     def observe(self, pool: EphemeralPool) -> PoolObserved:
         """The snapshot of ``pool``'s world from the caches (no API calls)."""
@@ -256,7 +256,7 @@ class AllocationReconciler:
         pools.add_handler(self._reroute)
         self.controller: Controller[EphemeralAllocation] = Controller("allocation", allocations, self.reconcile,
                                                                       workers=workers)
-        self.controller.watches(processes, self._for_member)
+        self.controller.watches(processes, self._for_member, cached_only=True)
         # Routing reads a pool's spec and deletion only: its status writes (one per bind) wake nobody.
         self.controller.watches(pools, self._for_pool, predicates=(generation_or_metadata_changed,))
         self.controller.watches(allocations, self._behind, predicates=(waiting_set_changed,))

@@ -203,7 +203,7 @@ class ProcessReconciler:
             # before the owner is queued: a Job seen once ends its expectation, even if it is deleted
             # before any pass reads the cache (it is then lost, not still on its way)
             jobs.add_handler(self._job_seen)
-            self.controller.owns(jobs, kind="Process", group=GROUP, urgent=True)
+            self.controller.owns(jobs, kind="Process", group=GROUP, urgent=True, cached_only=True)
 
     def watch_children(self, informer: Informer[ChildObject]) -> None:
         """Treat ``informer``'s objects as children: in the snapshot by owner UID, and a change of one
@@ -211,7 +211,8 @@ class ProcessReconciler:
         informer.add_indexer(OWNER_UID, controller_owner_uids)
         # urgent: a child's Ready must reach its owner's next phase write without queueing behind new
         # Processes (docs/runtime.md#work-queue)
-        self.controller.owns(informer, kind="Process", group=GROUP, urgent=True)
+        # cached_only: a sharded instance watches every shard's children; another shard's owner is not its to queue
+        self.controller.owns(informer, kind="Process", group=GROUP, urgent=True, cached_only=True)
         self.children.append(informer)
         if (informer.resource.api_version, informer.resource.kind) in ROUTING_KINDS:
             # a stable pair going wakes the other bidders of its app: a new holder's pair waits for it

@@ -173,23 +173,27 @@ class Controller(Generic[T]):
     # -- wiring ---------------------------------------------------------------------------
 
     def owns(self, informer: Informer[Any], *, kind: str, group: str,
-             predicates: Iterable[Predicate] = (), urgent: bool = False) -> None:
+             predicates: Iterable[Predicate] = (), urgent: bool = False, cached_only: bool = False) -> None:
         """Enqueue the controller owner (a ``kind`` in API ``group``) of every changed ``informer`` object
-        (``urgent``: ahead of the primary's own events, see :meth:`watches`)."""
+        (``urgent`` and ``cached_only``: see :meth:`watches`)."""
         def mapper(obj: Any) -> list[Request]:
             owner = controller_owner(obj, kind, group)
             return [Request(obj.metadata.namespace or None, owner[1])] if owner else []
 
-        self.watches(informer, mapper, predicates=predicates, urgent=urgent)
+        self.watches(informer, mapper, predicates=predicates, urgent=urgent, cached_only=cached_only)
 
     def watches(self, informer: Informer[Any], mapper: Callable[[Any], Iterable[Request]], *,
-                predicates: Iterable[Predicate] = (), urgent: bool = False) -> None:
+                predicates: Iterable[Predicate] = (), urgent: bool = False, cached_only: bool = False) -> None:
         """Enqueue ``mapper(obj)`` for every changed ``informer`` object (old and new state on updates).
 
         ``urgent``: these keys go ahead of every key queued without it (:meth:`WorkQueue.add`), e.g. a
         child's change that lets its owner finish, so it does not wait behind a burst of new objects.
+        ``cached_only``: only keys whose object the primary informer holds. A shard's instance watches every
+        shard's children, and a reconcile of a key it does not hold would only find nothing (the primary's
+        own events still queue its keys, its deletes included).
         """
         chosen = tuple(predicates)
+        primary = self.primary
 
         def on_event(event: WatchEventType, old: Any, new: Any) -> None:
             if not all(p(event, old, new) for p in chosen):
@@ -198,6 +202,8 @@ class Controller(Generic[T]):
             if old is not None:
                 keys.update(mapper(old))
             for key in keys:
+                if cached_only and primary.get(str(key)) is None:
+                    continue
                 self.queue.add(key, urgent=urgent)
 
         informer.add_handler(on_event)

@@ -113,6 +113,8 @@ class Membership:
         self.leases = leases
         self._clock = clock
         self._seen: dict[str, LeaseSighting] = {}
+        self.last: dict[str, Lease] = {}
+        """Each member's Lease as last seen (its resourceVersion guards a delete)."""
         self._wakes: set[anyio.Event] = set()
         """One per running :meth:`watch` (several sharders may share a membership)."""
         leases.add_handler(self._on_lease)
@@ -121,7 +123,9 @@ class Membership:
         name = new.metadata.name or ""
         if event is WatchEventType.DELETED:
             self._seen.pop(name, None)
+            self.last.pop(name, None)
         else:
+            self.last[name] = new
             seen = self._seen.get(name)
             if seen is None or seen.spec != new.spec:
                 self._seen[name] = LeaseSighting(new.spec, self._clock())
@@ -185,8 +189,7 @@ async def forget_gone_members(client: KubeApi, membership: Membership, *, after:
     by the ring's sharder; until cancelled."""
     while True:
         for name, gone in membership.gone_since().items():
-            lease = membership.leases.get(f"{membership.leases.namespace}/{name}"
-                                          if membership.leases.namespace else name)
+            lease = membership.last.get(name)
             if gone <= after or lease is None:
                 continue
             try:

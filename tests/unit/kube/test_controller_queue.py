@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from shared.kube.client import CONFIG_MAPS
 from shared.kube.controller import Controller, Request, Result
 from shared.kube.informer import Informer
-from shared.kube.meta import ObjectMeta
+from shared.kube.meta import ObjectMeta, OwnerReference
 from shared.kube.metrics import RuntimeMetrics
 from shared.kube.workqueue import ItemExponentialBackoff
 from tests.support.clock import FakeClock
@@ -55,3 +55,36 @@ async def test_a_retry_waits_on_the_injected_clock_for_the_injected_limiters_del
         assert got == [], "not before the limiter's 5 s on the injected clock"
         clock.advance(0.1)
     assert got == [key]
+
+
+def _owned(name: str, owner: str) -> _Obj:
+    ref = OwnerReference(api_version="example.com/v1", kind="Widget", name=owner, uid=f"uid-{owner}", controller=True)
+    return _Obj(ObjectMeta(name=name, namespace="ns", resource_version="1", owner_references=[ref]))
+
+
+async def _queued(controller: Controller[_Obj]) -> list[Request]:
+    """Take every key ready in the controller's queue, in order."""
+    out = []
+    while len(controller.queue):
+        key = await controller.queue.get()
+        controller.queue.done(key)
+        out.append(key)
+    return out
+
+
+async def test_cached_only_queues_the_owners_this_controller_holds_and_no_others() -> None:
+    """A sharded instance sees every shard's children; only owners in its own primary cache are queued
+    (docs/runtime.md#controller)."""
+    primary: Informer[_Obj] = Informer(FakeApi(), CONFIG_MAPS, _Obj, rng=random.Random(1))
+    children: Informer[_Obj] = Informer(FakeApi(), CONFIG_MAPS, _Obj, rng=random.Random(2))
+    everyone: Informer[_Obj] = Informer(FakeApi(), CONFIG_MAPS, _Obj, rng=random.Random(3))
+    controller = Controller("c", primary, _reconcile, metrics=RuntimeMetrics(CollectorRegistry()))
+    controller.owns(children, kind="Widget", group="example.com", cached_only=True)
+    controller.owns(everyone, kind="Widget", group="example.com")
+    primary.store.upsert(_Obj(ObjectMeta(name="mine", namespace="ns", resource_version="1")))
+    assert await _queued(controller) == [Request("ns", "mine")]  # the primary's own add
+    children.store.upsert(_owned("c1", "mine"))
+    children.store.upsert(_owned("c2", "theirs"))
+    assert await _queued(controller) == [Request("ns", "mine")]
+    everyone.store.upsert(_owned("c3", "theirs"))  # without cached_only every owner is queued, as before
+    assert await _queued(controller) == [Request("ns", "theirs")]
