@@ -1,7 +1,8 @@
 """Every metric a dashboard query names is in ``/metrics`` of the running controllers.
 
 Both binaries' apps run in-process against the session API server (leader election on, Lease in the test
-namespace, so ``leader_election_master_status`` has a sample), a pool fills with two members, an allocation
+namespace, so ``leader_election_master_status`` has a sample; each app a one-member ring of dynamic sharding, so
+the ``controller_sharding_*`` series exist), a pool fills with two members, an allocation
 binds and is released. Then ``/metrics`` of each health server is scraped over HTTP (the process registry:
 controller-runtime series, ``process_*``) and the apps' domain registries (fresh per test, the process
 registry in the binary) are rendered; each PromQL expression of the charts' dashboards is parsed with
@@ -44,13 +45,15 @@ pytestmark = pytest.mark.anyio
 @asynccontextmanager
 async def both_leading(client: KubeClient,
                        namespace: str) -> AsyncIterator[tuple[Manager, Manager, list[CollectorRegistry]]]:
-    """Both apps with leader election on (Leases in ``namespace``), fresh domain registries, a Flux stand-in."""
+    """Both apps with leader election on (Leases in ``namespace``), each a one-member ring of dynamic sharding (so
+    every panel has its series, the sharding row's too: docs/architecture.md#dynamic-sharding), fresh domain
+    registries, a Flux stand-in."""
     process_config = ReconcilerConfig(watch_namespace=namespace, leader_elect=True,
                                       leader_election_namespace=namespace, health_host="127.0.0.1", health_port=0,
-                                      table_status_interval=0.2)
+                                      table_status_interval=0.2, sharding="dynamic", shard_name=f"{namespace}-r")
     pool_config = PoolReconcilerConfig(watch_namespace=namespace, leader_elect=True,
                                        leader_election_namespace=namespace, health_host="127.0.0.1",
-                                       health_port=0)
+                                       health_port=0, sharding="dynamic", shard_name=f"{namespace}-p")
     registries = [CollectorRegistry(), CollectorRegistry()]
     process = build_process(client, process_config, registry=registries[0], handle_signals=False)
     pool = build_pool(client, pool_config, registry=registries[1], handle_signals=False)
