@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,10 +43,11 @@ def rng(request: pytest.FixtureRequest) -> random.Random:
     return random.Random(f"{SEED}:{request.node.name}")
 
 
-@pytest.fixture(scope="module")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
-    """etcd + kube-apiserver of this module's own (no controller manager), with every CRD installed."""
-    private = LocalControlPlane(controller_manager=False, work_dir=Path(tmp_path_factory.mktemp("plane")))
+@contextmanager
+def private_plane(tmp_path_factory: pytest.TempPathFactory, **options: Any) -> Iterator[LocalControlPlane]:
+    """etcd + kube-apiserver of a module's own (no controller manager), with every CRD installed; ``options`` go
+    to :class:`LocalControlPlane` (e.g. ``audit=True, audit_policy=...``)."""
+    private = LocalControlPlane(controller_manager=False, work_dir=Path(tmp_path_factory.mktemp("plane")), **options)
     private.start()
     try:
         tatara = [doc for path in sorted(CHARTS.glob("*/crds/*.yaml")) for doc in load_yaml_docs(path)]
@@ -52,6 +55,13 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlan
         yield private
     finally:
         private.stop()
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
+    """This module's :func:`private_plane` (a module may override the fixture with a plane of other options)."""
+    with private_plane(tmp_path_factory) as private:
+        yield private
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,19 @@ class Binary:
     log: Path
     leader_elect: bool = False
     extra: tuple[str, ...] = ()
+    kubeconfig: Path | None = None
+    """Credentials of its own (a user of its own), else the :class:`Binaries`' kubeconfig."""
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    """When it was started, on this host's clock (UTC)."""
+    ended: datetime | None = None
+    """When it was seen to have exited (SIGKILLed, or by itself), on this host's clock (UTC)."""
+
+    def wait(self) -> int:
+        """Wait for the process to exit; note when it did in :attr:`ended`; its exit code."""
+        code = self.proc.wait()
+        if self.ended is None:
+            self.ended = datetime.now(UTC)
+        return code
 
 
 @dataclass
@@ -81,13 +95,17 @@ class Binaries:
     namespace: str
     logs: Path
     running: list[Binary] = field(default_factory=list)
+    every: list[Binary] = field(default_factory=list)
+    """Every binary this test started, the exited ones too, in start order."""
     started: Counter[str] = field(default_factory=Counter)
     _changed: anyio.Event | None = None
     """Set by :meth:`start` while :meth:`supervise` runs, so it watches the new binary too."""
 
-    def start(self, role: str, *, leader_elect: bool = False, extra: Sequence[str] = ()) -> Binary:
+    def start(self, role: str, *, leader_elect: bool = False, extra: Sequence[str] = (),
+              kubeconfig: Path | None = None) -> Binary:
         """Start one ``role`` (``reconciler`` or ``pool``) replica; ``extra`` flags go last (a
-        ``--table-status-interval`` among them replaces the tier's 0.5 s)."""
+        ``--table-status-interval`` among them replaces the tier's 0.5 s; any other repeated flag wins over the
+        tier's, the last one counting); ``kubeconfig``: its own credentials instead of :attr:`kubeconfig`."""
         self.started[role] += 1
         args = ["--watch-namespace", self.namespace, "--controller-namespace", self.namespace,
                 "--health-addr", f"127.0.0.1:{free_port()}", "--heartbeat-seconds", "5",
@@ -102,9 +120,11 @@ class Binaries:
         with open(log, "wb") as handle:
             proc = subprocess.Popen([sys.executable, "-m", MODULES[role], *args], cwd=ROOT, stdout=handle,
                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                    env={**env, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"})
-        binary = Binary(role, proc, log, leader_elect, tuple(extra))
+                                    env={**env, "KUBECONFIG": str(kubeconfig or self.kubeconfig),
+                                         "PYTHONUNBUFFERED": "1"})
+        binary = Binary(role, proc, log, leader_elect, tuple(extra), kubeconfig)
         self.running.append(binary)
+        self.every.append(binary)
         if self._changed is not None:
             self._changed.set()
         return binary
@@ -124,7 +144,7 @@ class Binaries:
                 await self._changed.wait()
 
     async def _restart_on_exit(self, binary: Binary, restarts: list[str]) -> None:
-        code = await anyio.to_thread.run_sync(binary.proc.wait, abandon_on_cancel=True)
+        code = await anyio.to_thread.run_sync(binary.wait, abandon_on_cancel=True)
         if binary not in self.running:
             return  # killed on purpose (:meth:`kill` takes it out of ``running`` as it reaps it)
         # a binary exits when the API server does not answer at its start: restart it once it answers again
@@ -138,8 +158,10 @@ class Binaries:
         self.again(binary)
 
     def again(self, binary: Binary) -> Binary:
-        """A fresh process with ``binary``'s role and flags (a new identity), as a Deployment replaces a pod."""
-        return self.start(binary.role, leader_elect=binary.leader_elect, extra=binary.extra)
+        """A fresh process with ``binary``'s role, flags and credentials (a new identity), as a Deployment
+        replaces a pod."""
+        return self.start(binary.role, leader_elect=binary.leader_elect, extra=binary.extra,
+                          kubeconfig=binary.kubeconfig)
 
     async def _api_ready(self) -> bool:
         try:
@@ -153,7 +175,7 @@ class Binaries:
         """SIGKILL ``binary`` (no shutdown, no lease release) and wait for it."""
         with contextlib.suppress(ProcessLookupError):  # it exited by itself a moment ago
             os.killpg(binary.proc.pid, signal.SIGKILL)
-        binary.proc.wait()
+        binary.wait()
         if binary in self.running:  # else the supervisor took it out, to start it again
             self.running.remove(binary)
 
@@ -204,8 +226,9 @@ async def leader_of(kc: KubeClient, ns: str, lease: str, binaries: Binaries, rol
 
 
 @asynccontextmanager
-async def flux(kc: KubeClient, ns: str, binaries: Binaries, done: list[str]) -> AsyncIterator[None]:
-    """The Flux stand-in, and the binaries' supervisor (restarts noted in ``done``), for the block."""
+async def flux(kc: KubeClient, ns: str | None, binaries: Binaries, done: list[str]) -> AsyncIterator[None]:
+    """The Flux stand-in (of ``ns``; None: every namespace), and the binaries' supervisor (restarts noted in
+    ``done``), for the block."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(FluxStandIn(kc, namespace=ns).run)
         tg.start_soon(binaries.supervise, done)
@@ -261,13 +284,14 @@ Fault = Callable[[], Awaitable[str]]
 
 async def burst_with_faults(kc: KubeApi, ns: str, docs: Sequence[tuple[Resource, dict[str, Any]]], rng: random.Random,
                             faults: Mapping[int, Fault], done: list[str]) -> None:
-    """Create ``docs`` in order with seeded gaps (0–0.3 s); before create number ``i`` run ``faults[i]``
-    and note what it did in ``done``."""
+    """Create ``docs`` in order with seeded gaps (0–0.3 s), each in ``ns`` unless it names a
+    ``metadata.namespace`` of its own; before create number ``i`` run ``faults[i]`` and note what it did in
+    ``done``."""
     for i, (resource, body) in enumerate(docs):
         if i in faults:
             done.append(f"before create {i}: {await faults[i]()}")
         await anyio.sleep(rng.uniform(0.0, 0.3))
-        await create(kc, resource, body, ns)
+        await create(kc, resource, body, body["metadata"].get("namespace") or ns)
 
 
 def sequence(pid: str) -> int:
