@@ -4,6 +4,7 @@ the real local API server, in a namespace enforcing PodSecurity ``restricted``."
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import uuid
@@ -309,16 +310,17 @@ def test_schema_rejects(helm: Path, chart: str, command: str, setting: str, mess
 async def install(helm: Path, kubeconfig: str, namespace: str, releases: dict[str, str],
                   *extra: str) -> list[subprocess.CompletedProcess[str]]:
     """``helm install`` of each chart as its release (``{chart: release}``) with ``extra`` arguments."""
-    return [await anyio.to_thread.run_sync(lambda c=chart, r=release: _run(
-        helm, "install", r, str(ROOT / "charts" / c), "--kubeconfig", kubeconfig, "-n", namespace, *extra,
-        "--timeout", "90s")) for chart, release in releases.items()]
+    return [await anyio.to_thread.run_sync(functools.partial(
+        _run, helm, "install", release, str(ROOT / "charts" / chart), "--kubeconfig", kubeconfig, "-n", namespace,
+        *extra, "--timeout", "90s")) for chart, release in releases.items()]
 
 
 async def uninstall(helm: Path, kubeconfig: str, namespace: str, releases: dict[str, str]) -> None:
     """``helm uninstall`` of every release, not waiting, errors ignored (a test's cleanup)."""
     for release in releases.values():
-        await anyio.to_thread.run_sync(lambda r=release: _run(
-            helm, "uninstall", r, "--kubeconfig", kubeconfig, "-n", namespace, "--wait=false", check=False))
+        await anyio.to_thread.run_sync(functools.partial(
+            _run, helm, "uninstall", release, "--kubeconfig", kubeconfig, "-n", namespace, "--wait=false",
+            check=False))
 
 
 @pytest.mark.anyio
@@ -359,7 +361,7 @@ async def test_install_both_charts(helm: Path, control_plane: LocalControlPlane,
             pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{fullname}-probe",
                                                                    "labels": {"probe": "restricted"}},
                    "spec": template["spec"]}
-            await core.create_namespaced_pod(namespace, pod)
+            await core.create_namespaced_pod(namespace, pod)  # type: ignore[arg-type]  # a dict body is sent as is
             await core.delete_namespaced_pod(f"{fullname}-probe", namespace, grace_period_seconds=0)
     finally:
         await uninstall(helm, kubeconfig, namespace, releases)

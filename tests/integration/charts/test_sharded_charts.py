@@ -65,7 +65,7 @@ def test_one_instance_per_shard_plus_the_unsharded_one(helm: Path, chart: str) -
     for labels in ({SHARD_KEY: "shard1"}, {SHARD_KEY: "shard2"}, {}):
         assert sum(s.matches(labels) for s in selectors) == 1, labels
     if chart == "tatara-reconciler":
-        tables = {c.table_lease_name for c in configs.values()}
+        tables = {parse_reconciler(_args(d), {}).table_lease_name for d in deploys.values()}
         assert tables == {"tatara-reconciler-processtable"}  # one writer's Lease, the same for every shard
         leases["table"] = tables.pop()
 
