@@ -295,16 +295,27 @@ def write_schemas(schemas: dict[str, dict[str, Any]], directory: Path) -> list[P
 
 
 def read_swagger() -> dict[str, Any]:
-    """The swagger.json of the Kubernetes release we test, from the Go module cache.
+    """The swagger.json of the Kubernetes release we test, from the Go module cache; the module is downloaded
+    from the Go module proxy first when the cache lacks it (``tatara control-plane build`` downloads it too, but
+    a plane built earlier does not bring back a module cache emptied since).
 
     Raises:
-        FileNotFoundError: the module is not downloaded (``tatara control-plane build`` downloads it).
+        tools.controlplane.build.BuildError: ``go`` is missing or the download failed.
+        FileNotFoundError: the downloaded module has no swagger.json.
     """
+    import tempfile
+
+    from tools.controlplane.build import KUBERNETES_VERSION, run_go
     from tools.k8s_types import swagger_path
 
     path = swagger_path()
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: run `tatara control-plane build` (it downloads k8s.io/kubernetes)")
+        with tempfile.TemporaryDirectory() as empty:
+            info = json.loads(run_go("mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}",
+                                     cwd=Path(empty), purpose="the Kubernetes schemas", env={"GOFLAGS": "-mod=mod"}))
+        path = Path(info["Dir"]) / "api" / "openapi-spec" / "swagger.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found in k8s.io/kubernetes@{KUBERNETES_VERSION}")
     loaded: dict[str, Any] = json.loads(path.read_text())
     return loaded
 
