@@ -43,12 +43,18 @@ def _args(deploy: dict[str, Any]) -> list[str]:
     return args
 
 
+def _linted_render(helm: Path, chart: str, *sets: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """``helm lint --strict`` passes with ``sets``; then every document ``helm template`` renders, and its
+    Deployments by name."""
+    lint = _run(helm, "lint", "--strict", str(ROOT / "charts" / chart), *sets)
+    assert "0 chart(s) failed" in lint.stdout
+    docs = _render_all(helm, chart, *sets)
+    return docs, {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+
+
 @pytest.mark.parametrize("chart", CHARTS)
 def test_one_instance_per_shard_plus_the_unsharded_one(helm: Path, chart: str) -> None:
-    lint = _run(helm, "lint", "--strict", str(ROOT / "charts" / chart), *SETS)
-    assert "0 chart(s) failed" in lint.stdout
-    docs = _render_all(helm, chart, *SETS)
-    deploys = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    docs, deploys = _linted_render(helm, chart, *SETS)
     base = f"rel-{chart}"
     assert set(deploys) == {base, f"{base}-shard1", f"{base}-shard2"}
 
@@ -146,10 +152,7 @@ def _pod_args(deploy: dict[str, Any], pod: str) -> list[str]:
 
 @pytest.mark.parametrize("chart", CHARTS)
 def test_dynamic_sharding_makes_every_pod_a_member_of_its_deployments_ring(helm: Path, chart: str) -> None:
-    lint = _run(helm, "lint", "--strict", str(ROOT / "charts" / chart), *DYNAMIC)
-    assert "0 chart(s) failed" in lint.stdout
-    docs = _render_all(helm, chart, *DYNAMIC)
-    deploys = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    docs, deploys = _linted_render(helm, chart, *DYNAMIC)
     base = f"rel-{chart}"
     parse = parse_reconciler if chart == "tatara-reconciler" else parse_pool
     configs = {name: parse(_pod_args(d, f"{name}-7d9c8-x2k4p"), {}) for name, d in deploys.items()}
