@@ -244,7 +244,7 @@ class Controller(Generic[T]):
                 return
             exemplar: Mapping[str, str] | None = None
             try:
-                if not await self._gated(request):
+                if self._gate is None or not await self._gated(request):  # no coroutine per key without a gate
                     exemplar = await self._reconcile_one(request)
             finally:
                 self.queue.done(request, exemplar=exemplar)
@@ -252,8 +252,7 @@ class Controller(Generic[T]):
     async def _gated(self, request: Request) -> bool:
         """Whether the gate handled ``request`` (then no reconcile runs); a failing gate counts as handled and
         the key is retried with the per-key backoff."""
-        if self._gate is None:
-            return False
+        assert self._gate is not None
         try:
             handled = await self._gate(request)
         except Exception as err:
