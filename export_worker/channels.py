@@ -18,15 +18,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
+from urllib.parse import urlsplit
 
-import aiohttp
 import anyio
-import nats
-import nats.errors
-import nats.js.errors
-from nats.js.api import PubAck
-from nats.js.client import JetStreamContext
 
 from export_worker.event import ExportEvent, expand_subject
 from export_worker.outcome import ExportOutcome, http_outcome
@@ -34,6 +29,11 @@ from shared.domain.api.export import HttpEventChannel, NatsSubjectChannel, Stdou
 from shared.domain.api.tagged_union import VariantError
 from shared.domain.export_key import idempotency_key_header
 from shared.kube import tracing
+from shared.kube.http import ConnectionPool, HttpError, basic_authorization
+
+if TYPE_CHECKING:
+    from nats.js.api import PubAck
+    from nats.js.client import JetStreamContext
 
 __all__ = ["HTTP_TIMEOUT", "IDEMPOTENCY_KEY", "NATS_MSG_ID", "NATS_TIMEOUT", "TRACEPARENT_HEADER", "carries_key",
            "ship"]
@@ -69,20 +69,28 @@ async def ship_http(channel: HttpEventChannel, event_bytes: bytes, key: str | No
     traceparent = tracing.current_traceparent()
     if traceparent is not None:
         headers[TRACEPARENT_HEADER] = traceparent
+    pool: ConnectionPool | None = None
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT)) as session, \
-                session.post(channel.resolved_endpoint, data=event_bytes, headers=headers) as response:
-            await response.read()
-            return http_outcome(response.status)
+        url = urlsplit(channel.resolved_endpoint)
+        pool = ConnectionPool(channel.resolved_endpoint, limit=1)
+        target = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        if authorization := basic_authorization(channel.resolved_endpoint):
+            headers["Authorization"] = authorization
+        response = await pool.request("POST", target, headers, event_bytes, deadline=HTTP_TIMEOUT)
+        return http_outcome(response.status)
     except TimeoutError:
         return ExportOutcome.failed(f"HTTP error: no answer within {HTTP_TIMEOUT:g} s")
-    except (aiohttp.ClientError, ValueError, OSError) as err:  # ValueError: an unusable URL
+    except (HttpError, ValueError, OSError) as err:  # ValueError: an unusable URL
         return ExportOutcome.failed(f"HTTP error: {_text(err)}")
+    finally:
+        if pool is not None:
+            await pool.close()
 
 
 async def _stored(js: JetStreamContext, ack: PubAck, key: str) -> bytes | None:
     """The bytes of the message a duplicate acknowledgement points at (``ack.stream``, ``ack.seq``), when it
     can be read and still carries ``key``; None otherwise (no permission, gone, another message)."""
+    import nats.errors
     try:
         message = await js.get_msg(ack.stream, ack.seq)
     except (nats.errors.Error, OSError) as err:
@@ -98,6 +106,10 @@ async def ship_nats(channel: NatsSubjectChannel, event_bytes: bytes, run_id: str
                     key: str | None = None) -> ExportOutcome:
     """Publish ``event_bytes`` to JetStream on the expanded subject, with ``Nats-Msg-Id: key`` when given, and
     wait for the acknowledgement (``stream`` is not checked, as in the reference)."""
+    import nats  # imported by the first NATS export: an HTTP or stdout worker never loads it
+    import nats.errors
+    import nats.js.errors
+
     seen: list[Exception] = []
 
     async def record(err: Exception) -> None:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Final
+from urllib.parse import urlencode, urlsplit
 
-import aiohttp
 import anyio
 import msgspec
 
@@ -43,6 +43,7 @@ from shared.kube.api import KubeApi
 from shared.kube.client import EVENTS
 from shared.kube.discovery import RESTMapper, UnknownKind
 from shared.kube.errors import ApiError, NotFound
+from shared.kube.http import ConnectionPool, HttpError, basic_authorization
 
 __all__ = ["DEFAULT_PROMETHEUS_TIMEOUT", "Prefetcher", "conditions_for_phase", "parse_prometheus_response"]
 
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PROMETHEUS_TIMEOUT: Final = 5.0
 """Seconds per Prometheus query (connect + read)."""
+
+PROMETHEUS_CONNECTIONS: Final = 10
+"""Connections open to Prometheus at once; more queries wait for one (each takes milliseconds)."""
 
 
 def conditions_for_phase(process: Process) -> Sequence[Condition]:
@@ -126,8 +130,8 @@ class Prefetcher:
         prometheus_url: base URL of the Prometheus HTTP API; empty disables PromQL fetches.
         timeout: seconds per Prometheus query.
 
-    Owns a small aiohttp session for Prometheus, opened on first use; :meth:`run` (a manager
-    runnable) or :meth:`close` closes it.
+    Owns a small connection pool to Prometheus (:mod:`shared.kube.http`; credentials in the URL become
+    ``Authorization: Basic``), opened on first use; :meth:`run` (a manager runnable) or :meth:`close` closes it.
     """
 
     def __init__(self, client: KubeApi, mapper: RESTMapper, prometheus_url: str = "",
@@ -136,10 +140,14 @@ class Prefetcher:
         self.mapper = mapper
         self.prometheus_url = prometheus_url.rstrip("/")
         self.timeout = timeout
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: ConnectionPool | None = None
+        self._headers = {"Accept": "application/json"}
+        self._path = urlsplit(self.prometheus_url).path
+        if authorization := basic_authorization(self.prometheus_url):
+            self._headers["Authorization"] = authorization
 
     async def run(self) -> None:
-        """Wait until cancelled, then close the session (a manager runnable)."""
+        """Wait until cancelled, then close the connections (a manager runnable)."""
         try:
             await anyio.sleep_forever()
         finally:
@@ -147,9 +155,9 @@ class Prefetcher:
                 await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
     async def boundary_inputs(self, process: Process, owned: Collection[ChildRef]
                               ) -> tuple[dict[str, float | None], dict[ChildRef, ChildState]]:
@@ -224,20 +232,18 @@ class Prefetcher:
 
     async def query(self, query: str) -> float | None:
         """One instant query; None on any failure (logged at debug)."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
-        url = f"{self.prometheus_url}/api/v1/query"
+        target = f"{self._path}/api/v1/query?{urlencode({'query': query})}"
         try:
-            async with self._session.get(url, params={"query": query},
-                                         timeout=aiohttp.ClientTimeout(total=self.timeout)) as resp:
-                raw = await resp.read()
-                if resp.status != 200:
-                    log.debug("prometheus query %r: HTTP %d", query, resp.status)
-                    return None
-        except (TimeoutError, aiohttp.ClientError) as err:
-            log.debug("prometheus query %r failed: %s", query, err)
+            if self._pool is None:
+                self._pool = ConnectionPool(self.prometheus_url, limit=PROMETHEUS_CONNECTIONS)
+            resp = await self._pool.request("GET", target, self._headers, deadline=self.timeout)
+        except (TimeoutError, HttpError, ValueError) as err:  # ValueError: an unusable URL
+            log.debug("prometheus query %r failed: %s", query, err or "timed out")
             return None
-        return parse_prometheus_response(raw)
+        if resp.status != 200:
+            log.debug("prometheus query %r: HTTP %d", query, resp.status)
+            return None
+        return parse_prometheus_response(resp.body)
 
     # -- referenced objects -------------------------------------------------------------
 

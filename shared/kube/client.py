@@ -2,15 +2,14 @@
 
 :mod:`shared.kube.kubeconfig` supplies the server and the credentials (kubeconfig, in-cluster
 service-account token re-read every minute and after a 401, exec plugins, client certs);
-requests go through one aiohttp session, with an explicit timeout and explicit
-``Content-Type``/``Accept`` on every call, and bodies stay raw bytes that callers decode
+requests go through one pool of keep-alive connections (:mod:`shared.kube.http`), with an explicit
+timeout and explicit ``Content-Type``/``Accept`` on every call, and bodies stay raw bytes that callers decode
 with msgspec into our Structs (docs/runtime.md#client). Failures raise the typed errors of
 :mod:`shared.kube.errors`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -19,16 +18,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
-import aiohttp
-import aiohttp.http_exceptions
 import msgspec
-from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
-from yarl import URL
 
 from shared.kube import tracing as _tracing
 from shared.kube.errors import ApiError, Unauthorized, api_error
+from shared.kube.http import READ_BUFFER, ConnectionPool, HttpError
 from shared.kube.kubeconfig import (
     SERVICE_CERT_FILENAME,
     SERVICE_TOKEN_FILENAME,
@@ -46,14 +42,10 @@ JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 MAX_WATCH_EVENT_BYTES = 16 << 20
 """Largest watch event line accepted (16 MiB; etcd's default request limit is 1.5 MiB, so any
-object the API server stores fits). aiohttp's default of 512 KiB is too small for large objects."""
+object the API server stores fits)."""
 
 CONNECTION_LIMIT = 100
-"""Connections open to the API server at once (aiohttp's and kubernetes-asyncio's default)."""
-
-READ_BUFFER = 2 << 20
-"""aiohttp's read buffer (2 MiB, etcd's request limit of 1.5 MiB rounded up): large watch events stream
-without the buffer growing line by line."""
+"""Connections open to the API server at once (kubernetes-asyncio's default; watches hold theirs)."""
 
 APPLY_PATCH = "application/apply-patch+yaml"
 """Server-side apply; a JSON document is valid YAML, so the body stays JSON."""
@@ -149,29 +141,32 @@ class WatchEvent(msgspec.Struct, frozen=True):
 _event_decoder = msgspec.json.Decoder(WatchEvent)
 
 
-def proxy_for(host: str, configured: str | None = None) -> tuple[str | None, BasicAuth | None]:
-    """The proxy (URL, credentials) for requests to ``host`` (an ``https://name:port`` URL); (None, None): direct.
+def proxy_for(host: str, configured: str | None = None) -> str | None:
+    """The proxy URL for requests to ``host`` (an ``https://name:port`` URL); None: direct.
 
-    ``configured`` (the kubeconfig's ``proxy-url``) wins; otherwise the environment decides exactly as
-    aiohttp's ``trust_env`` does per request (``HTTPS_PROXY``/``HTTP_PROXY`` by scheme, ``NO_PROXY``,
-    proxy credentials from ``~/.netrc``), and as client-go's ``http.ProxyFromEnvironment`` does.
+    ``configured`` (the kubeconfig's ``proxy-url``) wins; otherwise the environment decides as client-go's
+    ``http.ProxyFromEnvironment`` does: ``HTTPS_PROXY``/``HTTP_PROXY`` (either case) by the URL's scheme,
+    unless ``NO_PROXY`` covers the host. Credentials go in the proxy URL (``http://user:password@host:port``).
     Source: docs/runtime.md#client.
     """
     if configured:
-        return configured, None
-    try:
-        proxy, auth = get_env_proxy_for_url(URL(host))
-    except LookupError:
-        return None, None
-    return str(proxy), auth
+        return configured
+    import urllib.request  # once per client, and prometheus-client has loaded it already
+
+    parts = urlsplit(host)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return None
+    return proxy
 
 
 class KubeClient:
     """Raw-bytes access to the API server over one shared HTTP session.
 
     Build with :meth:`from_kubeconfig`, :meth:`in_cluster` or :meth:`connect`; ``await
-    close()`` when done (or ``async with``). The session is opened with the client, or on the first
-    request when the client is built outside an event loop (aiohttp wants a running one).
+    close()`` when done (or ``async with``). Connections open on the first requests and are kept for
+    the next ones; a client is used on one event loop.
 
     Args:
         config: the server and credentials (:mod:`shared.kube.kubeconfig`).
@@ -188,17 +183,12 @@ class KubeClient:
         self.hostname = urlsplit(self.host).netloc
         self.on_response: list[Any] = []
         """Callbacks ``(method, code, host)`` run after each response (e.g. rest_client_requests_total)."""
-        self.proxy, self._proxy_auth = proxy_for(self.host, config.proxy_url)
+        self.proxy = proxy_for(self.host, config.proxy_url)
         """The proxy every request goes through (None: direct), resolved once here."""
-        self._ssl = config.ssl_context() if self.host.startswith("https:") else None
-        self._server_hostname = config.tls_server_name
-        self._session_: aiohttp.ClientSession | None = None
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass  # built outside an event loop: the session opens on the first request
-        else:
-            self._session_ = self._open_session()
+        self._pool = ConnectionPool(
+            self.host, ssl_context=config.ssl_context() if self.host.startswith("https:") else None,
+            server_hostname=config.tls_server_name, limit=CONNECTION_LIMIT, proxy=self.proxy,
+            read_buffer=READ_BUFFER)
 
     # -- construction -------------------------------------------------------------------
 
@@ -236,9 +226,7 @@ class KubeClient:
         return await cls.from_kubeconfig(Path(kubeconfig) if kubeconfig else None, **kwargs)
 
     async def close(self) -> None:
-        if self._session_ is not None:
-            await self._session_.close()
-            self._session_ = None
+        await self._pool.close()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -248,22 +236,9 @@ class KubeClient:
 
     # -- the one request path ------------------------------------------------------------
 
-    def _open_session(self) -> aiohttp.ClientSession:
-        # trust_env off: with it, aiohttp looks the proxy and ~/.netrc up again on every request, each
-        # time in a worker thread, a third of the runtime's CPU at the API server's limit
-        # (docs/runtime.md#client); the proxy is resolved once in __init__ (client-go reads no netrc).
-        return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=CONNECTION_LIMIT, ssl=self._ssl if self._ssl else True),
-            trust_env=False, read_bufsize=READ_BUFFER)
-
-    @property
-    def _session(self) -> aiohttp.ClientSession:
-        if self._session_ is None:
-            self._session_ = self._open_session()
-        return self._session_
-
     async def _headers(self, content_type: str | None, accept: str) -> dict[str, str]:
-        headers = {"Accept": accept, "User-Agent": self.user_agent}
+        # gzip as client-go asks for it (its transport's default); the API server compresses large answers
+        headers = {"Accept": accept, "User-Agent": self.user_agent, "Accept-Encoding": "gzip"}
         if content_type:
             headers["Content-Type"] = content_type
         authorization = self.config.credentials.authorization()
@@ -271,8 +246,9 @@ class KubeClient:
             headers["Authorization"] = authorization
         return headers
 
-    def _url(self, path: str, query: Mapping[str, Any] | None) -> str:
-        url = self.host + path
+    @staticmethod
+    def _target(path: str, query: Mapping[str, Any] | None) -> str:
+        url = path
         if query:
             pairs = {k: ("true" if v is True else "false" if v is False else v)
                      for k, v in query.items() if v is not None}
@@ -320,27 +296,24 @@ class KubeClient:
             if span is not None:
                 headers["traceparent"] = _tracing.format_traceparent(span.get_span_context())
                 span.set_attribute("tatara.retries", attempt - 1)
-            client_timeout = aiohttp.ClientTimeout(total=request_timeout or self.timeout)
+            timeout = request_timeout or self.timeout
             try:
-                async with self._session.request(
-                    method, self._url(path, query), data=body, headers=headers, timeout=client_timeout,
-                    proxy=self.proxy, proxy_auth=self._proxy_auth, server_hostname=self._server_hostname,
-                ) as resp:
-                    data = await resp.read()
-                    self._observe(method, resp.status)
-                    if span is not None:
-                        span.set_attribute("http.response.status_code", resp.status)
-                    if 200 <= resp.status < 300:
-                        return data
-                    if span is not None:
-                        span.set_status(StatusCode.ERROR, f"HTTP {resp.status}")
-                    error = api_error(resp.status, data)
-                    error.retry_after = _retry_after(resp.headers.get("Retry-After"))
-            except (TimeoutError, aiohttp.ClientError) as err:
+                resp = await self._pool.request(method, self._target(path, query), headers, body, deadline=timeout)
+            except (TimeoutError, HttpError) as err:
                 self._observe(method, 0)
+                text = str(err) or f"no answer within {timeout:g} s"
                 if span is not None:
-                    span.set_status(StatusCode.ERROR, f"{type(err).__name__}: {err}")
-                raise ApiError(0, type(err).__name__, f"{method} {path}: {err}") from err
+                    span.set_status(StatusCode.ERROR, f"{type(err).__name__}: {text}")
+                raise ApiError(0, type(err).__name__, f"{method} {path}: {text}") from err
+            self._observe(method, resp.status)
+            if span is not None:
+                span.set_attribute("http.response.status_code", resp.status)
+            if 200 <= resp.status < 300:
+                return resp.body
+            if span is not None:
+                span.set_status(StatusCode.ERROR, f"HTTP {resp.status}")
+            error = api_error(resp.status, resp.body)
+            error.retry_after = _retry_after(resp.headers.get("retry-after"))
             if isinstance(error, Unauthorized):
                 self._unauthorized()
                 if attempt == 1:
@@ -445,12 +418,9 @@ class KubeClient:
         if send_initial_events:
             query |= {"sendInitialEvents": True, "resourceVersionMatch": "NotOlderThan"}
         headers = await self._headers(None, JSON)
-        client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=inactivity_timeout)
         try:
-            async with self._session.get(self._url(resource.path(namespace), query), headers=headers,
-                                         timeout=client_timeout, proxy=self.proxy,
-                                         proxy_auth=self._proxy_auth,
-                                         server_hostname=self._server_hostname) as resp:
+            async with self._pool.stream("GET", self._target(resource.path(namespace), query), headers,
+                                         connect_timeout=self.timeout, read_timeout=inactivity_timeout) as resp:
                 self._observe("WATCH", resp.status)
                 if resp.status != 200:
                     if resp.status == 401:
@@ -459,12 +429,7 @@ class KubeClient:
                 # one event per line; the lines are cut from whatever the socket gave (readline is per line
                 # and costs more than decoding a small event: the watch-list's initial state is many of them)
                 pending = bytearray()
-                while True:
-                    chunk = await resp.content.readany()
-                    if not chunk:
-                        if pending.strip():
-                            yield _watch_event(bytes(pending))
-                        return
+                async for chunk in resp.chunks():
                     pending += chunk
                     start = 0
                     while (end := pending.find(b"\n", start)) >= 0:
@@ -475,10 +440,11 @@ class KubeClient:
                     del pending[:start]
                     if len(pending) > MAX_WATCH_EVENT_BYTES:
                         raise WatchBroken(0, "LineTooLong", f"a watch event over {MAX_WATCH_EVENT_BYTES} bytes")
-        except (TimeoutError, aiohttp.ServerTimeoutError) as err:
+                if pending.strip():
+                    yield _watch_event(bytes(pending))
+        except TimeoutError as err:
             raise WatchStalled(0, "WatchStalled", f"no data for {inactivity_timeout} s") from err
-        except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, ValueError) as err:
-            # ValueError: aiohttp refusing a malformed response body
+        except HttpError as err:
             raise WatchBroken(0, type(err).__name__, f"watch {resource.path(namespace)}: {err}") from err
 
 

@@ -9,22 +9,23 @@ Endpoint names and meaning follow controller-runtime's ``pkg/healthz``:
   with tracing on, OpenMetrics (with exemplars) to a scraper whose ``Accept`` asks for it.
 
 Check bodies use controller-runtime's verbose format: one ``[+]name ok`` / ``[-]name failed: reason`` line per
-check, then ``<endpoint> check passed`` or ``<endpoint> check failed``. Served by aiohttp's web server.
+check, then ``<endpoint> check passed`` or ``<endpoint> check failed``. Served by :class:`shared.kube.http.HttpServer`;
+another path is 404, another method than GET or HEAD 405.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
 import anyio
-from aiohttp import web
 from anyio.abc import TaskStatus
 from prometheus_client import CollectorRegistry
 
 from shared.kube import metrics, tracing
+from shared.kube.http import HttpServer, Request
 
 __all__ = ["CHECK_TIMEOUT", "Check", "HealthServer"]
 
@@ -35,6 +36,10 @@ Check = Callable[[], bool | Awaitable[bool]]
 
 CHECK_TIMEOUT: Final = 5.0
 """Seconds one asynchronous check may take before it counts as failed."""
+
+_TEXT: Final = {"Content-Type": "text/plain; charset=utf-8"}
+
+Answer = tuple[int, Mapping[str, str], bytes]
 
 
 class HealthServer:
@@ -77,40 +82,34 @@ class HealthServer:
 
         Raises OSError when the address cannot be bound.
         """
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
+        server = HttpServer(self._answer, self.host, self._requested_port)
+        await server.start()
         try:
-            site = web.TCPSite(runner, self.host, self._requested_port)
-            await site.start()
-            address = runner.addresses[0]
-            self._port = int(address[1])
+            self._port = server.port
             log.info("health and metrics server on %s:%d", self.host, self._port)
             task_status.started(self._port)
             await anyio.sleep_forever()
         finally:
             self._port = None
             with anyio.CancelScope(shield=True):
-                await runner.cleanup()
+                await server.close()
 
     # -- handlers --------------------------------------------------------------------------------------------
 
-    async def _metrics(self, request: web.Request) -> web.Response:
-        if tracing.enabled and metrics.wants_openmetrics(request.headers.get("Accept", "")):
+    async def _answer(self, request: Request) -> Answer:
+        if request.path not in ("/metrics", "/healthz", "/readyz"):
+            return 404, _TEXT, b"404: Not Found\n"
+        if request.method not in ("GET", "HEAD"):
+            return 405, {**_TEXT, "Allow": "GET, HEAD"}, b"405: Method Not Allowed\n"
+        if request.path == "/metrics":
+            return self._metrics(request)
+        return await _report(request.path[1:], self._health if request.path == "/healthz" else self._readiness)
+
+    def _metrics(self, request: Request) -> Answer:
+        if tracing.enabled and metrics.wants_openmetrics(request.headers.get("accept", "")):
             # with tracing on, a scraper that asks for OpenMetrics gets the exemplars; off, the text format always
-            body = metrics.render_openmetrics(self._registry)
-            return web.Response(body=body, headers={"Content-Type": metrics.OPENMETRICS_CONTENT_TYPE})
-        body = metrics.render(self._registry)
-        return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
-
-    async def _healthz(self, _request: web.Request) -> web.Response:
-        return await _report("healthz", self._health)
-
-    async def _readyz(self, _request: web.Request) -> web.Response:
-        return await _report("readyz", self._readiness)
+            return 200, {"Content-Type": metrics.OPENMETRICS_CONTENT_TYPE}, metrics.render_openmetrics(self._registry)
+        return 200, {"Content-Type": metrics.CONTENT_TYPE}, metrics.render(self._registry)
 
 
 def _add(checks: dict[str, Check], name: str, check: Check) -> None:
@@ -133,7 +132,7 @@ async def _run_check(check: Check) -> str | None:
     return None if result else "not ready"
 
 
-async def _report(endpoint: str, checks: dict[str, Check]) -> web.Response:
+async def _report(endpoint: str, checks: dict[str, Check]) -> Answer:
     """200 if every check passes, else 503; body lists each check (controller-runtime's verbose format)."""
     lines: list[str] = []
     failed = False
@@ -145,4 +144,4 @@ async def _report(endpoint: str, checks: dict[str, Check]) -> web.Response:
             failed = True
             lines.append(f"[-]{name} failed: {reason}")
     lines.append(f"{endpoint} check {'failed' if failed else 'passed'}")
-    return web.Response(status=503 if failed else 200, text="\n".join(lines) + "\n")
+    return 503 if failed else 200, _TEXT, ("\n".join(lines) + "\n").encode()

@@ -1,6 +1,7 @@
 """Each binary imports only what it uses at start (docs/runtime.md#start): not kubernetes-asyncio (its generated
 models; the kubeconfig loader is ours), not the OpenTelemetry SDK and exporter unless tracing is configured, not
-the CEL package (its ``__init__`` loads a command-line interface) until an expression is compiled.
+the CEL package (its ``__init__`` loads a command-line interface) until an expression is compiled, not aiohttp
+(HTTP is shared/kube/http.py), not nats-py until a NATS export ships.
 
 Checked in fresh interpreters, as tests/unit/test_rooms.py does: ``sys.modules`` after the import."""
 
@@ -25,6 +26,10 @@ NEVER_AT_START = (
     "prompt_toolkit",  # cel's command-line interface
     "typer",
     "urllib3",
+    "aiohttp",  # the HTTP client and server are shared/kube/http.py on asyncio and httptools
+    "yarl",
+    "multidict",
+    "nats",  # the export worker's NATS client: imported by the first NATS export
 )
 
 
@@ -51,6 +56,15 @@ def test_the_otel_sdk_is_imported_when_tracing_is_configured() -> None:
                           "assert configure_tracing('t', {'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:1'})")
     assert packages(loaded, ("opentelemetry.sdk", "opentelemetry.exporter")) == [
         "opentelemetry.exporter", "opentelemetry.sdk"]
+
+
+def test_nats_is_imported_by_the_first_nats_export() -> None:
+    loaded = loaded_after("import asyncio\n"
+                          "from export_worker.channels import ship_nats\n"
+                          "from shared.domain.api.export import NatsSubjectChannel\n"
+                          "channel = NatsSubjectChannel(subject='s', stream='S', url='nats://127.0.0.1:1')\n"
+                          "asyncio.run(ship_nats(channel, b'{}', 'run'))")
+    assert packages(loaded, ("nats",)) == ["nats"]
 
 
 def test_cel_is_imported_by_the_first_compile() -> None:

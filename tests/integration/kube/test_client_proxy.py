@@ -1,13 +1,14 @@
 """The client resolves its proxy once, and still honours it: a real HTTP CONNECT proxy on loopback.
 
-The client turns off aiohttp's per-request environment lookup (docs/runtime.md#client), so these
-tests check that ``HTTPS_PROXY`` and ``NO_PROXY`` keep working the way client-go's
-``http.ProxyFromEnvironment`` reads them.
+The client looks the proxy up once, when it is built (docs/runtime.md#client), and tunnels through it with
+``CONNECT``; these tests check that ``HTTPS_PROXY`` and ``NO_PROXY`` work the way client-go's
+``http.ProxyFromEnvironment`` reads them, and that credentials in the proxy URL reach the proxy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from shared.kube.client import NAMESPACES, KubeClient, proxy_for
+from shared.kube.errors import ApiError
 from tools.controlplane import LocalControlPlane
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -32,15 +34,23 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 @asynccontextmanager
-async def connect_proxy() -> AsyncIterator[tuple[str, list[str]]]:
-    """A minimal HTTP CONNECT proxy on a free loopback port; yields its URL and the targets it tunnelled."""
+async def connect_proxy(authorization: str | None = None) -> AsyncIterator[tuple[str, list[str]]]:
+    """A minimal HTTP CONNECT proxy on a free loopback port; yields its URL and the targets it tunnelled.
+
+    With ``authorization``, a CONNECT without that ``Proxy-Authorization`` value is refused with 407."""
     tunnelled: list[str] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         request = await reader.readuntil(b"\r\n\r\n")
-        method, target, _ = request.split(b"\r\n", 1)[0].decode().split(" ", 2)
+        status_line, *header_lines = request.decode().split("\r\n")
+        method, target, _ = status_line.split(" ", 2)
+        headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in header_lines)}
         if method != "CONNECT":
             writer.write(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
+            writer.close()
+            return
+        if authorization is not None and headers.get("proxy-authorization") != authorization:
+            writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
             writer.close()
             return
         tunnelled.append(target)
@@ -83,6 +93,34 @@ async def test_no_proxy_sends_requests_directly(
     assert tunnelled == []
 
 
+async def test_credentials_in_the_proxy_url_reach_the_proxy(
+    private_plane: LocalControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = "Basic " + base64.b64encode(b"tatara:p@ss word").decode()  # RFC 7617, percent-decoded first
+    async with connect_proxy(expected) as (url, tunnelled):
+        monkeypatch.setenv("HTTPS_PROXY", url.replace("http://", "http://tatara:p%40ss%20word@"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        async with await KubeClient.from_kubeconfig(private_plane.kubeconfig) as client:
+            await client.get(NAMESPACES, "default")
+    assert set(tunnelled) == {urlsplit(private_plane.server).netloc}
+
+
+async def test_a_proxy_refusing_the_tunnel_is_a_failed_request(
+    private_plane: LocalControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with connect_proxy("Basic bm90OnRoaXM=") as (url, tunnelled):
+        monkeypatch.setenv("HTTPS_PROXY", url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        async with await KubeClient.from_kubeconfig(private_plane.kubeconfig) as client:
+            with pytest.raises(ApiError) as raised:
+                await client.get(NAMESPACES, "default")
+    assert raised.value.status == 0
+    assert "407" in str(raised.value)
+    assert tunnelled == []
+
+
 @pytest.mark.parametrize(
     ("env", "configured", "expected"),
     [
@@ -102,4 +140,4 @@ def test_proxy_for(env: dict[str, str], configured: str | None, expected: str | 
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert proxy_for("https://api.example:6443", configured)[0] == expected
+    assert proxy_for("https://api.example:6443", configured) == expected

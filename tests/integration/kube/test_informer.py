@@ -237,8 +237,8 @@ async def test_a_decoder_refusing_an_object_skips_it(kclient: KubeClient, ns: st
     assert (informer.keys(), informer.stats.decode_errors) == ([f"{ns}/good"], 1)
 
 
-async def test_an_event_larger_than_aiohttps_default_line_limit_is_delivered(kclient: KubeClient, ns: str) -> None:
-    big = "x" * 700_000  # > aiohttp's 512 KiB readline default, < etcd's 1.5 MiB request limit
+async def test_an_event_larger_than_half_a_mebibyte_is_delivered(kclient: KubeClient, ns: str) -> None:
+    big = "x" * 700_000  # > 512 KiB (a common line limit, aiohttp's readline default), < etcd's 1.5 MiB limit
     informer = Informer(kclient, CONFIG_MAPS, ConfigMap, namespace=ns)
     async with running(informer):
         await cm(kclient, ns, "big", blob=big)

@@ -58,7 +58,7 @@ async def test_http_without_an_answer_fails(monkeypatch: pytest.MonkeyPatch) -> 
     outcome = await channels.ship(http(f"http://127.0.0.1:{free_port()}/"), EVENT, BYTES, "ns/p", io.StringIO())
     assert outcome.kind is OutcomeKind.FAILED
     assert outcome.message is not None
-    assert outcome.message.startswith("HTTP error: Cannot connect to host 127.0.0.1:")
+    assert outcome.message.startswith("HTTP error: cannot connect to http://127.0.0.1:")
     monkeypatch.setattr(channels, "HTTP_TIMEOUT", 0.3)
     async with HttpReceiver(hold=asyncio.Event()) as receiver:
         outcome = await channels.ship(http(receiver.url), EVENT, BYTES, "ns/p", io.StringIO())

@@ -1,0 +1,695 @@
+"""HTTP/1.1 on asyncio for the binaries: a connection pool to one origin, and a small server.
+
+The binaries speak HTTP to the API server (every request and watch), to Prometheus (boundary prefetch), to
+export sinks, and serve ``/metrics``, ``/healthz`` and ``/readyz``. That used to be aiohttp, a third of every
+binary's start and a quarter of its memory (docs/runtime.md#client has the figures). This module is the
+part of it we use, on asyncio's own transports (its TLS included) with the messages parsed by httptools
+(llhttp, the parser of Node.js and uvicorn); nothing here parses HTTP by hand.
+
+The pool (:class:`ConnectionPool`) keeps keep-alive connections to one ``scheme://host:port``:
+
+- at most ``limit`` connections, idle ones reused newest first and dropped after ``keepalive_expiry`` s;
+- a request that finds its reused connection closed by the server before any byte of the answer is sent
+  again once on a new connection (Go's ``net/http`` does the same: the server closed an idle connection,
+  the request was never processed);
+- ``gzip``/``deflate`` bodies are decompressed; the caller asks for them with ``Accept-Encoding``;
+- through an HTTP proxy: ``CONNECT`` for an ``https`` origin (then TLS inside the tunnel), the absolute
+  URL as request target for ``http``; credentials in the proxy URL become ``Proxy-Authorization: Basic``.
+
+Failures below HTTP (refused, reset, TLS, a peer closing mid-answer, bytes that are not HTTP/1.1) raise
+:class:`HttpError`; deadlines raise :class:`TimeoutError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+import time
+import weakref
+import zlib
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import unquote, urlsplit
+
+import httptools
+
+__all__ = ["ConnectionPool", "HttpError", "HttpServer", "Request", "Response", "StreamingResponse",
+           "basic_authorization"]
+
+KEEPALIVE_EXPIRY: Final = 30.0
+"""Seconds an idle connection is kept for reuse (client-go's transport keeps them 90 s; the API server
+never closes them first, other servers may)."""
+
+READ_BUFFER: Final = 2 << 20
+"""Bytes of a streamed body held before the socket is paused (2 MiB: etcd's request limit of 1.5 MiB rounded
+up, so the largest watch event arrives without a pause)."""
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+class HttpError(Exception):
+    """The exchange failed below HTTP: connect, TLS, the connection closed before the whole answer arrived,
+    or an answer that is not HTTP/1.1."""
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A whole answer: ``headers`` by lower-case name (repeated ones joined with ``", "``), ``body``
+    decompressed."""
+
+    status: int
+    reason: str
+    headers: dict[str, str]
+    body: bytes
+
+
+def basic_authorization(url: str) -> str | None:
+    """``Basic <base64 of user:password>`` (RFC 7617) from the credentials in ``url``, percent-decoded; None
+    when it has none."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return None
+    credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return "Basic " + base64.b64encode(credentials.encode()).decode("ascii")
+
+
+def _check_header(text: str) -> str:
+    if "\r" in text or "\n" in text:
+        raise ValueError(f"a line break in an HTTP header or request target: {text!r}")
+    return text
+
+
+def _request_bytes(method: str, target: str, host: str, headers: Mapping[str, str], body: bytes | None) -> bytes:
+    lines = [f"{method} {_check_header(target)} HTTP/1.1\r\nHost: {host}\r\n"]
+    lines += [f"{_check_header(name)}: {_check_header(value)}\r\n" for name, value in headers.items()]
+    if body is not None or method in ("POST", "PUT", "PATCH"):
+        lines.append(f"Content-Length: {len(body) if body else 0}\r\n")
+    lines.append("\r\n")
+    head = "".join(lines).encode("latin-1")
+    return head + body if body else head
+
+
+class _Answer:
+    """The state of one answer on a connection, filled by the parser's callbacks."""
+
+    __slots__ = ("body", "buffered", "decompress", "done", "error", "head", "headers", "reason", "status",
+                 "streaming", "waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, streaming: bool) -> None:
+        self.head: asyncio.Future[None] = loop.create_future()
+        self.status = 0
+        self.reason = ""
+        self.headers: dict[str, str] = {}
+        self.body: deque[bytes] = deque()
+        self.buffered = 0
+        self.done = False
+        self.error: BaseException | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.streaming = streaming
+        self.decompress: zlib._Decompress | None = None
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection; one answer at a time. Callbacks named ``on_*`` are httptools' parser's."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, read_buffer: int) -> None:
+        self.loop = loop
+        self.read_buffer = read_buffer
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.answer: _Answer | None = None
+        self.closed = False
+        self.paused = False
+        self.exchanges = 0
+        self.idle_since = 0.0
+        self.received = False
+        """Whether any byte of the current answer arrived (a reused connection closed before that is retried)."""
+        self._tunnel: asyncio.Future[bytes] | None = None
+        self._tunnel_bytes = bytearray()
+        self._close_delimited = False
+        self.keep_alive = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self._tunnel is not None:
+            self._tunnel_received(data)
+            return
+        answer = self.answer
+        if answer is None or answer.done:
+            self.abort()  # bytes nobody asked for: the connection cannot be trusted any more
+            return
+        self.received = True
+        try:
+            self.parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as err:
+            self._fail(HttpError(f"malformed HTTP answer: {err}"))
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._tunnel is not None and not self._tunnel.done():
+            self._tunnel.set_exception(HttpError(f"the proxy closed the connection: {exc or 'EOF'}"))
+        answer = self.answer
+        if answer is None or answer.done:
+            return
+        if self._close_delimited and answer.head.done():
+            self.on_message_complete()  # a body without a length ends with the connection
+            return
+        self._fail(HttpError(f"the server closed the connection before the whole answer: {exc or 'EOF'}"))
+
+    def pause_writing(self) -> None:  # bodies are small; the transport buffers them
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    # -- httptools callbacks ---------------------------------------------------------------------------------
+
+    def on_status(self, status: bytes) -> None:
+        assert self.answer is not None
+        self.answer.reason += status.decode("latin-1")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        assert self.answer is not None
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers = self.answer.headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        answer = self.answer
+        assert answer is not None
+        answer.status = self.parser.get_status_code()
+        encoding = answer.headers.get("content-encoding", "").strip().lower()
+        if encoding in ("gzip", "x-gzip"):
+            answer.decompress = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            answer.decompress = zlib.decompressobj()
+        self._close_delimited = ("content-length" not in answer.headers
+                                 and "chunked" not in answer.headers.get("transfer-encoding", "").lower()
+                                 and answer.status not in (204, 304) and answer.status >= 200)
+        if not answer.head.done():
+            answer.head.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        answer = self.answer
+        assert answer is not None
+        answer.body.append(body)
+        if answer.streaming:
+            answer.buffered += len(body)
+            if answer.buffered > self.read_buffer and not self.paused and self.transport is not None:
+                self.paused = True
+                self.transport.pause_reading()
+            answer.wake()
+
+    def on_message_complete(self) -> None:
+        answer = self.answer
+        assert answer is not None
+        self.keep_alive = self.parser.should_keep_alive()  # read now: the parser resets after this callback
+        answer.done = True
+        if not answer.head.done():
+            answer.head.set_result(None)
+        answer.wake()
+
+    # -- used by the pool ------------------------------------------------------------------------------------
+
+    @property
+    def reusable(self) -> bool:
+        return (not self.closed and self.answer is not None and self.answer.done and self.answer.error is None
+                and not self._close_delimited and self.keep_alive)
+
+    def send(self, request: bytes, streaming: bool) -> _Answer:
+        assert self.transport is not None
+        self.answer = _Answer(self.loop, streaming)
+        self.received = False
+        self._close_delimited = False
+        self.keep_alive = False
+        self.exchanges += 1
+        self.transport.write(request)
+        return self.answer
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _fail(self, error: BaseException) -> None:
+        answer = self.answer
+        if answer is None or answer.done:
+            return
+        answer.error = error
+        answer.done = True
+        if not answer.head.done():
+            answer.head.set_exception(error)
+            answer.head.exception()  # retrieved: a failure nobody waits for is not logged as lost
+        answer.wake()
+
+    async def body(self, answer: _Answer) -> bytes:
+        """The whole (decompressed) body once the answer is complete. Raises HttpError."""
+        while not answer.done:
+            answer.waiter = self.loop.create_future()
+            await answer.waiter
+        if answer.error is not None:
+            raise answer.error
+        data = b"".join(answer.body)
+        answer.body.clear()
+        return _decompress(answer, data, final=True)
+
+    async def chunk(self, answer: _Answer, read_timeout: float | None) -> bytes:
+        """The body bytes received since the last call (decompressed), waiting up to ``read_timeout`` s for
+        some; ``b""`` at the end. Raises HttpError, TimeoutError."""
+        while True:
+            if answer.body:
+                data = b"".join(answer.body) if len(answer.body) > 1 else answer.body[0]
+                answer.body.clear()
+                answer.buffered = 0
+                if self.paused and self.transport is not None and not self.closed:
+                    self.paused = False
+                    self.transport.resume_reading()
+                data = _decompress(answer, data, final=False)
+                if data:
+                    return data
+                continue
+            if answer.error is not None:
+                raise answer.error
+            if answer.done:
+                return _decompress(answer, b"", final=True)
+            answer.waiter = self.loop.create_future()
+            if read_timeout is None:
+                await answer.waiter
+            else:
+                async with asyncio.timeout(read_timeout):
+                    await answer.waiter
+
+    # -- a CONNECT tunnel ------------------------------------------------------------------------------------
+
+    async def tunnel(self, request: bytes) -> None:
+        """Send ``request`` (a ``CONNECT``) and wait for the proxy's answer head. Raises HttpError unless 2xx."""
+        assert self.transport is not None
+        self._tunnel = self.loop.create_future()
+        self.transport.write(request)
+        try:
+            head = await self._tunnel
+        finally:
+            self._tunnel = None
+        status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise HttpError(f"the proxy answered CONNECT with {status_line!r}")
+        if not 200 <= int(parts[1]) < 300:
+            raise HttpError(f"the proxy refused CONNECT: {status_line}")
+
+    def _tunnel_received(self, data: bytes) -> None:
+        assert self._tunnel is not None
+        self._tunnel_bytes += data
+        end = self._tunnel_bytes.find(b"\r\n\r\n")
+        if end >= 0 and not self._tunnel.done():
+            if len(self._tunnel_bytes) > end + 4:
+                self._tunnel.set_exception(HttpError("the proxy sent bytes after its CONNECT answer"))
+            else:
+                self._tunnel.set_result(bytes(self._tunnel_bytes[:end]))
+        elif len(self._tunnel_bytes) > 65536 and not self._tunnel.done():
+            self._tunnel.set_exception(HttpError("the proxy's CONNECT answer has no end"))
+
+
+def _decompress(answer: _Answer, data: bytes, *, final: bool) -> bytes:
+    if answer.decompress is None:
+        return data
+    try:
+        out = answer.decompress.decompress(data)
+        return out + answer.decompress.flush() if final else out
+    except zlib.error as err:
+        raise HttpError(f"undecodable {answer.headers.get('content-encoding')} body: {err}") from err
+
+
+class StreamingResponse:
+    """An answer whose body is read as it arrives (:meth:`chunks`), from :meth:`ConnectionPool.stream`."""
+
+    def __init__(self, connection: _Connection, answer: _Answer, read_timeout: float | None) -> None:
+        self._connection = connection
+        self._answer = answer
+        self._read_timeout = read_timeout
+        self.status = answer.status
+        self.reason = answer.reason
+        self.headers = answer.headers
+
+    async def read(self) -> bytes:
+        """The rest of the body. Raises HttpError, TimeoutError (no byte for the read timeout)."""
+        parts = [part async for part in self.chunks()]
+        return b"".join(parts)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives, in the pieces the socket gave (joined when several wait). Raises
+        HttpError, TimeoutError (no byte for the read timeout)."""
+        while data := await self._connection.chunk(self._answer, self._read_timeout):
+            yield data
+
+
+class ConnectionPool:
+    """Keep-alive HTTP/1.1 connections to one origin (``scheme://host[:port]``, any path ignored).
+
+    Args:
+        origin: ``http://`` or ``https://`` URL of the server.
+        ssl_context: for ``https`` (default: the system's trust store, ``ssl.create_default_context()``).
+        server_hostname: the name TLS verifies and sends as SNI (default the origin's host).
+        limit: connections open at once; a request waits for one beyond it (watches hold theirs).
+        proxy: ``http://[user:password@]host:port`` to go through, or None.
+        read_buffer: bytes of a streamed body held before the socket is paused (:data:`READ_BUFFER`).
+        keepalive_expiry: seconds an idle connection is kept (:data:`KEEPALIVE_EXPIRY`).
+
+    Raises ValueError for an origin or proxy that is not ``http``/``https``. Use on one event loop;
+    :meth:`close` when done.
+    """
+
+    def __init__(self, origin: str, *, ssl_context: ssl.SSLContext | None = None,
+                 server_hostname: str | None = None, limit: int = 100, proxy: str | None = None,
+                 read_buffer: int = READ_BUFFER, keepalive_expiry: float = KEEPALIVE_EXPIRY) -> None:
+        parts = urlsplit(origin)
+        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+            raise ValueError(f"not an http:// or https:// URL: {origin!r}")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or _DEFAULT_PORTS[parts.scheme]
+        self.authority = parts.netloc.rpartition("@")[2]
+        """The ``Host`` header: host and port as the URL gave them."""
+        self._ssl = ssl_context
+        self._server_hostname = server_hostname or self.host
+        self._limit = limit
+        self._slots: asyncio.Semaphore | None = None
+        self._idle: list[_Connection] = []
+        self._connections: weakref.WeakSet[_Connection] = weakref.WeakSet()
+        self._read_buffer = read_buffer
+        self._keepalive_expiry = keepalive_expiry
+        self._proxy: tuple[str, int] | None = None
+        self._proxy_authorization: str | None = None
+        if proxy:
+            proxy_parts = urlsplit(proxy)
+            if proxy_parts.scheme != "http" or not proxy_parts.hostname:
+                raise ValueError(f"not an http:// proxy URL: {proxy!r}")
+            self._proxy = (proxy_parts.hostname, proxy_parts.port or 80)
+            self._proxy_authorization = basic_authorization(proxy)
+        self._closed = False
+
+    @property
+    def _semaphore(self) -> asyncio.Semaphore:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._limit)
+        return self._slots
+
+    async def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None = None, *,
+                      deadline: float | None) -> Response:
+        """Send ``method target`` (path and query) and read the whole answer, within ``deadline`` s in all
+        (waiting for a connection included; None: no deadline).
+
+        Raises:
+            HttpError: below HTTP (see the module docstring).
+            TimeoutError: the deadline passed.
+            ValueError: a line break in ``target`` or a header.
+        """
+        async with asyncio.timeout(deadline), self._semaphore:
+            message = self._message(method, target, headers, body)
+            for attempt in (1, 2):
+                connection = await (self._connection() if attempt == 1 else self._open())
+                reused = connection.exchanges > 0
+                answer = connection.send(message, streaming=False)
+                try:
+                    await answer.head
+                    data = await connection.body(answer)
+                except HttpError:
+                    connection.abort()
+                    if attempt == 1 and reused and not connection.received:
+                        continue  # the server had closed the idle connection: the request never reached it
+                    raise
+                except BaseException:
+                    connection.abort()
+                    raise
+                self._release(connection)
+                return Response(answer.status, answer.reason, answer.headers, data)
+        raise AssertionError("unreachable")
+
+    @asynccontextmanager
+    async def stream(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None = None, *,
+                     connect_timeout: float | None, read_timeout: float | None) -> AsyncIterator[StreamingResponse]:
+        """Send ``method target`` and yield the answer once its head arrived; the body is read as it comes.
+
+        ``connect_timeout`` bounds waiting for a connection and opening it; ``read_timeout`` every wait for
+        bytes (the head, then each read). The connection goes back to the pool when the body was read to
+        its end, else it is closed.
+
+        Raises:
+            HttpError: below HTTP.
+            TimeoutError: a deadline passed.
+        """
+        message = self._message(method, target, headers, body)
+        async with asyncio.timeout(connect_timeout):
+            await self._semaphore.acquire()
+        try:
+            connection: _Connection | None = None
+            for attempt in (1, 2):
+                async with asyncio.timeout(connect_timeout):
+                    connection = await (self._connection() if attempt == 1 else self._open())
+                reused = connection.exchanges > 0
+                answer = connection.send(message, streaming=True)
+                try:
+                    async with asyncio.timeout(read_timeout):
+                        await answer.head
+                except HttpError:
+                    connection.abort()
+                    if attempt == 1 and reused and not connection.received:
+                        continue
+                    raise
+                except BaseException:
+                    connection.abort()
+                    raise
+                break
+            assert connection is not None
+            try:
+                yield StreamingResponse(connection, answer, read_timeout)
+            except BaseException:
+                connection.abort()
+                raise
+            if connection.reusable:
+                self._release(connection)
+            else:
+                connection.abort()
+        finally:
+            self._semaphore.release()
+
+    async def close(self) -> None:
+        """Close every connection, idle or in use (a request or stream on one fails with HttpError); the pool
+        refuses new requests afterwards."""
+        self._closed = True
+        self._idle = []
+        for connection in list(self._connections):
+            connection.abort()
+
+    # -- connections ---------------------------------------------------------------------------------------------
+
+    def _message(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None) -> bytes:
+        if self._proxy is not None and self.scheme == "http":
+            target = f"http://{self.authority}{target}"  # a plain HTTP request through a proxy names its URL
+            if self._proxy_authorization:
+                headers = {**headers, "Proxy-Authorization": self._proxy_authorization}
+        return _request_bytes(method, target, self.authority, headers, body)
+
+    def _release(self, connection: _Connection) -> None:
+        if self._closed or not connection.reusable:
+            connection.abort()
+            return
+        connection.answer = None
+        connection.idle_since = time.monotonic()
+        self._idle.append(connection)
+
+    async def _connection(self) -> _Connection:
+        if self._closed:
+            raise HttpError("the connection pool is closed")
+        now = time.monotonic()
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.closed and now - connection.idle_since < self._keepalive_expiry:
+                return connection
+            connection.abort()
+        return await self._open()
+
+    async def _open(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        connection = _Connection(loop, self._read_buffer)
+        self._connections.add(connection)
+        host, port = self._proxy or (self.host, self.port)
+        tls = self.scheme == "https"
+        if tls and self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        try:
+            if self._proxy is not None and tls:
+                await loop.create_connection(lambda: connection, host, port)
+                request = f"CONNECT {self.authority} HTTP/1.1\r\nHost: {self.authority}\r\n"
+                if self._proxy_authorization:
+                    request += f"Proxy-Authorization: {self._proxy_authorization}\r\n"
+                await connection.tunnel((request + "\r\n").encode("latin-1"))
+                assert connection.transport is not None
+                assert self._ssl is not None
+                transport = await loop.start_tls(connection.transport, connection, self._ssl,
+                                                 server_hostname=self._server_hostname)
+                assert isinstance(transport, asyncio.Transport)
+                connection.transport = transport
+            else:
+                await loop.create_connection(lambda: connection, host, port, ssl=self._ssl if tls else None,
+                                             server_hostname=self._server_hostname if tls else None)
+        except OSError as err:  # ssl.SSLError and ConnectionRefusedError are OSErrors
+            connection.abort()
+            raise HttpError(f"cannot connect to {self.scheme}://{self.authority}: {err}") from err
+        except BaseException:
+            connection.abort()
+            raise
+        return connection
+
+
+# -- the server ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request as the server's handler sees it: ``path`` without the query, ``headers`` by lower-case name."""
+
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+
+
+Handler = Callable[[Request], Awaitable[tuple[int, Mapping[str, str], bytes]]]
+"""Answers a request: ``(status, headers, body)``; ``Content-Length`` is added."""
+
+_REASONS: Final = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+                   500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+class _ServerConnection(asyncio.Protocol):
+    """One client connection; requests are answered in order, one at a time."""
+
+    def __init__(self, handler: Handler, tasks: set[asyncio.Task[None]],
+                 connections: set[_ServerConnection]) -> None:
+        self.handler = handler
+        self.tasks = tasks
+        self.connections = connections
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.queue: deque[tuple[Request, bool]] = deque()
+        self.busy = False
+        self._url = b""
+        self._headers: dict[str, str] = {}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._reply_and_close(400)
+        except httptools.HttpParserError:
+            self._reply_and_close(400)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.connections.discard(self)
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = {}
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_message_complete(self) -> None:
+        path, _, query = self._url.decode("latin-1").partition("?")
+        request = Request(self.parser.get_method().decode("latin-1"), path, query, self._headers)
+        self.queue.append((request, self.parser.should_keep_alive()))
+        if not self.busy:
+            self.busy = True
+            task = asyncio.get_running_loop().create_task(self._answer())
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _answer(self) -> None:
+        try:
+            while self.queue and self.transport is not None:
+                request, keep_alive = self.queue.popleft()
+                try:
+                    status, headers, body = await self.handler(request)
+                except Exception:
+                    status, headers, body = 500, {"Content-Type": "text/plain"}, b"internal error\n"
+                if self.transport is None:
+                    return
+                head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"]
+                head += [f"{name}: {value}\r\n" for name, value in headers.items()]
+                head.append(f"Content-Length: {len(body)}\r\n")
+                head.append("\r\n" if keep_alive else "Connection: close\r\n\r\n")
+                self.transport.write("".join(head).encode("latin-1") + (body if request.method != "HEAD" else b""))
+                if not keep_alive:
+                    self.transport.close()
+                    return
+        finally:
+            self.busy = False
+
+    def _reply_and_close(self, status: int) -> None:
+        if self.transport is not None:
+            self.transport.write(f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Length: 0\r\n"
+                                 "Connection: close\r\n\r\n".encode("latin-1"))
+            self.transport.close()
+
+
+class HttpServer:
+    """An HTTP/1.1 server answering every request with ``handler`` (keep-alive, requests in order).
+
+    ``await start()`` binds (port 0: a free one, then in :attr:`port`); ``await close()`` stops listening and
+    closes every connection. Raises OSError when the address cannot be bound.
+    """
+
+    def __init__(self, handler: Handler, host: str, port: int) -> None:
+        self._handler = handler
+        self._host = host
+        self._requested_port = port
+        self._server: asyncio.Server | None = None
+        self._connections: set[_ServerConnection] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    async def start(self) -> int:
+        loop = asyncio.get_running_loop()
+
+        self._server = await loop.create_server(
+            lambda: _ServerConnection(self._handler, self._tasks, self._connections), self._host,
+            self._requested_port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for made in list(self._connections):
+                if made.transport is not None:
+                    made.transport.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await self._server.wait_closed()
+            self._server = None
