@@ -55,9 +55,21 @@ async def main_async(args: argparse.Namespace) -> int:
         informer = manager.informer(CONFIG_MAPS, ConfigMap, namespace=args.namespace)
         identity = args.identity or "toy"
 
+        starts: list[str] = []
+
+        async def flush_starts() -> None:
+            # one write per 50 ms rather than a flushed write per reconcile: at thousands of reconciles a
+            # second, a write (and the reader's wake-up) per line cost the operator an eighth of its CPU
+            while True:
+                await anyio.sleep(0.05)
+                if starts:
+                    sys.stdout.write("".join(starts))
+                    sys.stdout.flush()
+                    starts.clear()
+
         async def reconcile(request: Request) -> Result:
             if args.print_starts:
-                print(f"START {request} {time.time()}", flush=True)
+                starts.append(f"START {request} {time.time()}\n")
             else:
                 log.info("reconcile start", extra={"key": str(request)})
             if args.reconcile_delay:
@@ -74,7 +86,13 @@ async def main_async(args: argparse.Namespace) -> int:
 
         manager.add(Controller("toy", informer, reconcile, workers=args.workers))
         try:
-            await manager.run()
+            if args.print_starts:  # a benchmark's run: no election
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(flush_starts)
+                    await manager.run()
+                    tg.cancel_scope.cancel()
+            else:
+                await manager.run()
         except LeadershipLost:
             return 1
         return 0
@@ -98,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grace", type=float, default=30.0)
     parser.add_argument("--health-port", type=int, default=0)
     parser.add_argument("--print-starts", action="store_true",
-                        help="print 'START <key> <unix time>' to stdout per reconcile instead of logging (benchmarks)")
+                        help="print 'START <key> <unix time>' to stdout per reconcile instead of logging, the "
+                             "lines written every 50 ms (benchmarks)")
     args = parser.parse_args(argv)
     configure_logging("WARNING" if args.print_starts else "INFO")
     return anyio.run(main_async, args)
