@@ -10,8 +10,9 @@ The pool (:class:`ConnectionPool`) keeps keep-alive connections to one ``scheme:
 
 - at most ``limit`` connections, idle ones reused newest first and dropped after ``keepalive_expiry`` s;
 - a request that finds its reused connection closed by the server before any byte of the answer is sent
-  again once on a new connection (Go's ``net/http`` does the same: the server closed an idle connection,
-  the request was never processed);
+  again once on a new connection when it may be replayed: GET, OPTIONS, TRACE, or one carrying an
+  ``Idempotency-Key`` (Go's ``net/http`` rule: the server most likely closed an idle connection, but may
+  have processed the request first, so a POST or PATCH fails instead);
 - ``gzip``/``deflate`` bodies are decompressed; the caller asks for them with ``Accept-Encoding``;
 - through an HTTP proxy: ``CONNECT`` for an ``https`` origin (then TLS inside the tunnel), the absolute
   URL as request target for ``http``; credentials in the proxy URL become ``Proxy-Authorization: Basic``.
@@ -32,6 +33,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
@@ -49,6 +51,13 @@ READ_BUFFER: Final = 2 << 20
 up, so the largest watch event arrives without a pause)."""
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+_REPLAYABLE: Final = frozenset({"GET", "OPTIONS", "TRACE"})
+"""Methods sent again after a reused connection was found closed (Go's ``Request.isReplayable``)."""
+
+
+def _replayable(method: str, headers: Mapping[str, str]) -> bool:
+    return method in _REPLAYABLE or any(name.lower() in ("idempotency-key", "x-idempotency-key") for name in headers)
 
 
 class HttpError(Exception):
@@ -96,8 +105,8 @@ def _request_bytes(method: str, target: str, host: str, headers: Mapping[str, st
 class _Answer:
     """The state of one answer on a connection, filled by the parser's callbacks."""
 
-    __slots__ = ("body", "buffered", "decompress", "done", "error", "head", "headers", "reason", "status",
-                 "streaming", "waiter")
+    __slots__ = ("body", "buffered", "compressed", "decompress", "done", "error", "head", "headers", "interim",
+                 "reason", "started", "status", "streaming", "waiter")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, streaming: bool) -> None:
         self.head: asyncio.Future[None] = loop.create_future()
@@ -111,6 +120,12 @@ class _Answer:
         self.waiter: asyncio.Future[None] | None = None
         self.streaming = streaming
         self.decompress: zlib._Decompress | None = None
+        self.compressed = False
+        """Whether any compressed byte arrived (an empty body needs no end of the compressed stream)."""
+        self.started = False
+        """Whether a message of this answer began (a second one is bytes the server should not have sent)."""
+        self.interim = False
+        """Whether the message being parsed is a 1xx interim answer (skipped: the final one follows)."""
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -156,7 +171,8 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade) as err:
-            self._fail(HttpError(f"malformed HTTP answer: {err}"))
+            cause = err.__context__ if isinstance(err.__context__, HttpError) else err
+            self._fail(HttpError(f"malformed HTTP answer: {cause}"))
             self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -166,8 +182,8 @@ class _Connection(asyncio.Protocol):
         answer = self.answer
         if answer is None or answer.done:
             return
-        if self._close_delimited and answer.head.done():
-            self.on_message_complete()  # a body without a length ends with the connection
+        if self._close_delimited and answer.head.done() and exc is None:
+            self.on_message_complete()  # a body without a length ends with the connection (closed, not reset)
             return
         self._fail(HttpError(f"the server closed the connection before the whole answer: {exc or 'EOF'}"))
 
@@ -178,6 +194,14 @@ class _Connection(asyncio.Protocol):
         pass
 
     # -- httptools callbacks ---------------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        answer = self.answer
+        assert answer is not None
+        if answer.started:  # bytes after the end of the answer: the connection is out of step with its requests
+            self.closed = True
+            raise HttpError("the server sent more than one answer")
+        answer.started = True
 
     def on_status(self, status: bytes) -> None:
         assert self.answer is not None
@@ -194,6 +218,9 @@ class _Connection(asyncio.Protocol):
         answer = self.answer
         assert answer is not None
         answer.status = self.parser.get_status_code()
+        if 100 <= answer.status < 200:  # 100 Continue, 103 Early Hints: the final answer follows (101 is refused)
+            answer.interim = True
+            return
         encoding = answer.headers.get("content-encoding", "").strip().lower()
         if encoding in ("gzip", "x-gzip"):
             answer.decompress = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -208,6 +235,7 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         answer = self.answer
         assert answer is not None
+        answer.compressed = answer.decompress is not None
         answer.body.append(body)
         if answer.streaming:
             answer.buffered += len(body)
@@ -219,6 +247,10 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         answer = self.answer
         assert answer is not None
+        if answer.interim:
+            answer.interim = answer.started = False
+            answer.status, answer.reason, answer.headers = 0, "", {}
+            return
         self.keep_alive = self.parser.should_keep_alive()  # read now: the parser resets after this callback
         answer.done = True
         if not answer.head.done():
@@ -312,16 +344,15 @@ class _Connection(asyncio.Protocol):
             raise HttpError(f"the proxy answered CONNECT with {status_line!r}")
         if not 200 <= int(parts[1]) < 300:
             raise HttpError(f"the proxy refused CONNECT: {status_line}")
+        if len(self._tunnel_bytes) > len(head) + 4:
+            raise HttpError("the proxy sent bytes after its CONNECT answer")
 
     def _tunnel_received(self, data: bytes) -> None:
         assert self._tunnel is not None
         self._tunnel_bytes += data
         end = self._tunnel_bytes.find(b"\r\n\r\n")
         if end >= 0 and not self._tunnel.done():
-            if len(self._tunnel_bytes) > end + 4:
-                self._tunnel.set_exception(HttpError("the proxy sent bytes after its CONNECT answer"))
-            else:
-                self._tunnel.set_result(bytes(self._tunnel_bytes[:end]))
+            self._tunnel.set_result(bytes(self._tunnel_bytes[:end]))
         elif len(self._tunnel_bytes) > 65536 and not self._tunnel.done():
             self._tunnel.set_exception(HttpError("the proxy's CONNECT answer has no end"))
 
@@ -331,9 +362,14 @@ def _decompress(answer: _Answer, data: bytes, *, final: bool) -> bytes:
         return data
     try:
         out = answer.decompress.decompress(data)
-        return out + answer.decompress.flush() if final else out
+        if not final:
+            return out
+        out += answer.decompress.flush()
     except zlib.error as err:
         raise HttpError(f"undecodable {answer.headers.get('content-encoding')} body: {err}") from err
+    if answer.compressed and not answer.decompress.eof:
+        raise HttpError(f"a {answer.headers.get('content-encoding')} body cut short")
+    return out
 
 
 class StreamingResponse:
@@ -420,6 +456,9 @@ class ConnectionPool:
             TimeoutError: the deadline passed.
             ValueError: a line break in ``target`` or a header.
         """
+        if method == "HEAD":
+            raise ValueError("HEAD is not supported: the answer's parser would wait for the body it announces")
+        replayable = _replayable(method, headers)
         async with asyncio.timeout(deadline), self._semaphore:
             message = self._message(method, target, headers, body)
             for attempt in (1, 2):
@@ -431,8 +470,8 @@ class ConnectionPool:
                     data = await connection.body(answer)
                 except HttpError:
                     connection.abort()
-                    if attempt == 1 and reused and not connection.received:
-                        continue  # the server had closed the idle connection: the request never reached it
+                    if attempt == 1 and reused and not connection.received and replayable:
+                        continue  # most likely the server had closed the idle connection
                     raise
                 except BaseException:
                     connection.abort()
@@ -454,6 +493,9 @@ class ConnectionPool:
             HttpError: below HTTP.
             TimeoutError: a deadline passed.
         """
+        if method == "HEAD":
+            raise ValueError("HEAD is not supported: the answer's parser would wait for the body it announces")
+        replayable = _replayable(method, headers)
         message = self._message(method, target, headers, body)
         async with asyncio.timeout(connect_timeout):
             await self._semaphore.acquire()
@@ -469,7 +511,7 @@ class ConnectionPool:
                         await answer.head
                 except HttpError:
                     connection.abort()
-                    if attempt == 1 and reused and not connection.received:
+                    if attempt == 1 and reused and not connection.received and replayable:
                         continue
                     raise
                 except BaseException:
@@ -511,7 +553,12 @@ class ConnectionPool:
             connection.abort()
             return
         connection.answer = None
-        connection.idle_since = time.monotonic()
+        if connection.paused and connection.transport is not None:  # the answer ended while its reads were paused
+            connection.paused = False
+            connection.transport.resume_reading()
+        now = connection.idle_since = time.monotonic()
+        while self._idle and now - self._idle[0].idle_since >= self._keepalive_expiry:
+            self._idle.pop(0).abort()  # the oldest first: under light traffic only the newest are reused
         self._idle.append(connection)
 
     async def _connection(self) -> _Connection:
@@ -574,12 +621,25 @@ class Request:
 Handler = Callable[[Request], Awaitable[tuple[int, Mapping[str, str], bytes]]]
 """Answers a request: ``(status, headers, body)``; ``Content-Length`` is added."""
 
-_REASONS: Final = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-                   500: "Internal Server Error", 503: "Service Unavailable"}
+MAX_REQUEST_HEAD: Final = 64 << 10
+"""Bytes of request line and headers the server accepts (431 above)."""
+
+MAX_PIPELINED: Final = 8
+"""Requests a connection may have waiting for their answers before the server stops reading it."""
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 class _ServerConnection(asyncio.Protocol):
-    """One client connection; requests are answered in order, one at a time."""
+    """One client connection; requests are answered in order, one at a time. A request the server cannot
+    take (malformed, a head over :data:`MAX_REQUEST_HEAD`, ``CONNECT``) is answered 400 or 431 after the
+    requests before it, and the connection closed. An ``Upgrade`` offer is declined by answering in HTTP/1.1
+    and closing."""
 
     def __init__(self, handler: Handler, tasks: set[asyncio.Task[None]],
                  connections: set[_ServerConnection]) -> None:
@@ -588,10 +648,16 @@ class _ServerConnection(asyncio.Protocol):
         self.connections = connections
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
-        self.queue: deque[tuple[Request, bool]] = deque()
+        self.queue: deque[tuple[Request, str | None]] = deque()
+        """Requests to answer, each with its ``Connection`` answer: None (HTTP/1.1 keep-alive), ``keep-alive``
+        (HTTP/1.0 asking for it) or ``close``."""
         self.busy = False
+        self.refusal: int | None = None
+        """The status to end the connection with once the queue is answered (400, 431), or None."""
+        self.paused = False
         self._url = b""
         self._headers: dict[str, str] = {}
+        self._head_bytes = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -599,12 +665,24 @@ class _ServerConnection(asyncio.Protocol):
         self.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.refusal is not None:
+            return
+        self._head_bytes += len(data)  # counted before the parser, which holds a header until it ends
+        if self._head_bytes > MAX_REQUEST_HEAD:
+            self._refuse(431)
+            return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._reply_and_close(400)
+            if self.parser.get_method() == b"CONNECT":
+                self._refuse(400)
+            else:  # declined: the request is queued; answer it in HTTP/1.1, then close
+                if self.queue:
+                    request, _ = self.queue[-1]
+                    self.queue[-1] = (request, "close")
+                self._stop_reading()
         except httptools.HttpParserError:
-            self._reply_and_close(400)
+            self._refuse(400)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -618,44 +696,68 @@ class _ServerConnection(asyncio.Protocol):
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1")
+        self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text
+
+    def on_headers_complete(self) -> None:
+        self._head_bytes = 0  # what follows is a body (the parser bounds it by its length) or the next request
 
     def on_message_complete(self) -> None:
         path, _, query = self._url.decode("latin-1").partition("?")
         request = Request(self.parser.get_method().decode("latin-1"), path, query, self._headers)
-        self.queue.append((request, self.parser.should_keep_alive()))
+        if not self.parser.should_keep_alive():
+            connection: str | None = "close"
+        else:
+            connection = "keep-alive" if self.parser.get_http_version() == "1.0" else None
+        self.queue.append((request, connection))
+        if len(self.queue) > MAX_PIPELINED:
+            self._stop_reading()
+        self._start_answering()
+
+    def _start_answering(self) -> None:
         if not self.busy:
             self.busy = True
             task = asyncio.get_running_loop().create_task(self._answer())
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
+    def _stop_reading(self) -> None:
+        if not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def _refuse(self, status: int) -> None:
+        self.refusal = status
+        self._stop_reading()
+        self._start_answering()
+
     async def _answer(self) -> None:
         try:
             while self.queue and self.transport is not None:
-                request, keep_alive = self.queue.popleft()
+                request, connection = self.queue.popleft()
                 try:
                     status, headers, body = await self.handler(request)
                 except Exception:
                     status, headers, body = 500, {"Content-Type": "text/plain"}, b"internal error\n"
                 if self.transport is None:
                     return
-                head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"]
+                head = [f"HTTP/1.1 {status} {_reason(status)}\r\n"]
                 head += [f"{name}: {value}\r\n" for name, value in headers.items()]
                 head.append(f"Content-Length: {len(body)}\r\n")
-                head.append("\r\n" if keep_alive else "Connection: close\r\n\r\n")
+                head.append(f"Connection: {connection}\r\n\r\n" if connection else "\r\n")
                 self.transport.write("".join(head).encode("latin-1") + (body if request.method != "HEAD" else b""))
-                if not keep_alive:
+                if connection == "close":
                     self.transport.close()
                     return
+                if self.paused and self.refusal is None and len(self.queue) <= MAX_PIPELINED // 2:
+                    self.paused = False
+                    self.transport.resume_reading()
+            if self.refusal is not None and self.transport is not None:
+                self.transport.write(f"HTTP/1.1 {self.refusal} {_reason(self.refusal)}\r\nContent-Length: 0\r\n"
+                                     "Connection: close\r\n\r\n".encode("latin-1"))
+                self.transport.close()
         finally:
             self.busy = False
-
-    def _reply_and_close(self, status: int) -> None:
-        if self.transport is not None:
-            self.transport.write(f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Length: 0\r\n"
-                                 "Connection: close\r\n\r\n".encode("latin-1"))
-            self.transport.close()
 
 
 class HttpServer:

@@ -4,7 +4,10 @@ servers that misbehave at exact points; the server against aiohttp's client (an 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
+import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -12,7 +15,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from shared.kube.http import ConnectionPool, HttpError, HttpServer, Request, Response, basic_authorization
+from shared.kube.http import (
+    MAX_REQUEST_HEAD,
+    ConnectionPool,
+    HttpError,
+    HttpServer,
+    Request,
+    Response,
+    basic_authorization,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -49,13 +60,15 @@ async def aiohttp_server(routes: list[web.RouteDef], **kwargs: object) -> AsyncI
 @asynccontextmanager
 async def raw_server(handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
                      ) -> AsyncIterator[tuple[str, list[int]]]:
-    """A raw asyncio TCP server; yields its URL and a one-element list counting the connections accepted."""
+    """A raw asyncio TCP server; yields its URL and a one-element list counting the connections accepted. A
+    handler reading past the client's close simply ends."""
     accepted = [0]
 
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         accepted[0] += 1
         try:
-            await handle(reader, writer)
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):  # the client went away
+                await handle(reader, writer)
         finally:
             writer.close()
 
@@ -182,24 +195,62 @@ async def test_a_stream_larger_than_the_read_buffer_arrives_whole() -> None:
     assert body == b"".join(pieces)
 
 
-async def test_a_server_that_closes_an_idle_connection_costs_no_request() -> None:
-    # answers the first request of a connection, then closes it on the second without a byte of answer (what
-    # a server closing an idle connection as the request arrives looks like): the pool sends it again on a
-    # new connection
+def closing_after_one_answer(requests: list[bytes]) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter],
+                                                                  Awaitable[None]]:
+    """A raw server's handler: answers the first request of a connection, then reads the second (recording
+    both request lines in ``requests``) and closes without a byte of answer: what a server closing an idle
+    connection as a request arrives looks like to the client."""
     async def once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        await reader.readexactly(1)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-        await writer.drain()
-        await reader.readuntil(b"\r\n\r\n")
+        for answer in (True, False):
+            head = await reader.readuntil(b"\r\n\r\n")
+            requests.append(head.split(b"\r\n", 1)[0])
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            await reader.readexactly(length)
+            if answer:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+    return once
 
-    async with raw_server(once) as (url, accepted):
+
+async def two_gets(handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+                   first: str, second: str) -> tuple[bytes, bytes, int]:
+    """Two GETs one after the other through one pool to a raw server: both bodies and the connections it
+    accepted."""
+    async with raw_server(handle) as (url, accepted):
         pool = ConnectionPool(url)
-        first = await pool.request("POST", "/", {}, b"1", deadline=5)
-        second = await pool.request("POST", "/", {}, b"2", deadline=5)
+        try:
+            one = await pool.request("GET", first, {}, deadline=5)
+            two = await pool.request("GET", second, {}, deadline=5)
+        finally:
+            await pool.close()
+    return one.body, two.body, accepted[0]
+
+
+async def test_a_get_on_a_connection_the_server_closed_is_sent_again() -> None:
+    requests: list[bytes] = []
+    assert await two_gets(closing_after_one_answer(requests), "/1", "/2") == (b"ok", b"ok", 2)
+    assert requests == [b"GET /1 HTTP/1.1", b"GET /2 HTTP/1.1", b"GET /2 HTTP/1.1"]
+
+
+@pytest.mark.parametrize(("method", "headers", "sent_again"), [
+    ("POST", {}, False),  # the server may have processed it: sending it again could create a second object
+    ("PATCH", {}, False),
+    ("POST", {"Idempotency-Key": "k1"}, True),  # the key makes a second delivery harmless (Go's rule)
+])
+async def test_a_write_is_sent_again_only_with_an_idempotency_key(method: str, headers: dict[str, str],
+                                                                   sent_again: bool) -> None:
+    requests: list[bytes] = []
+    async with raw_server(closing_after_one_answer(requests)) as (url, _):
+        pool = ConnectionPool(url)
+        await pool.request(method, "/1", headers, b"{}", deadline=5)
+        if sent_again:
+            assert (await pool.request(method, "/2", headers, b"{}", deadline=5)).body == b"ok"
+        else:
+            with pytest.raises(HttpError, match="closed the connection"):
+                await pool.request(method, "/2", headers, b"{}", deadline=5)
         await pool.close()
-    assert (first.body, second.body) == (b"ok", b"ok")
-    assert accepted[0] == 2
+    assert requests.count(f"{method} /2 HTTP/1.1".encode()) == (2 if sent_again else 1)
 
 
 async def get_answered_with(raw: bytes, *, hold_open: bool = False) -> Response:
@@ -373,3 +424,87 @@ async def test_closing_the_pool_ends_a_stream_in_use() -> None:
         with pytest.raises(HttpError, match="closed the connection"):
             await read_after_close()
         never.set()
+
+
+async def test_an_interim_answer_is_skipped_for_the_final_one() -> None:
+    answer = await get_answered_with(b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+                                     b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal")
+    assert (answer.status, answer.reason, answer.body, "link" in answer.headers) == (200, "OK", b"final", False)
+
+
+async def test_bytes_after_an_answer_never_reach_the_next_request() -> None:
+    # the server sends a second (partial) answer in the same segment as the first: the first stands, the
+    # connection is dropped, and the next request gets its own answer on a new connection
+    async def stray(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:  # until the client closes (raw_server ends the handler then)
+            head = await reader.readuntil(b"\r\n\r\n")
+            body = head.split(b" ", 2)[1]
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%sHTTP/1.1 200 OK\r\nContent-Le"
+                         % (len(body), body))
+            await writer.drain()
+
+    assert await two_gets(stray, "/one", "/two") == (b"/one", b"/two", 2)
+
+
+async def test_a_reset_ends_a_body_without_length_as_an_error() -> None:
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"items\": [1, 2")
+        await writer.drain()
+        # a reset (RST), not the close that would end the body: a zero linger time makes close() send it
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    async with raw_server(reset) as (url, _):
+        pool = ConnectionPool(url)
+        with pytest.raises(HttpError, match="closed the connection"):
+            await pool.request("GET", "/", {}, deadline=5)
+        await pool.close()
+
+
+async def test_a_gzip_body_cut_short_is_an_http_error() -> None:
+    compressed = gzip.compress(b"x" * 10_000)[:-12]  # the stream's end and its trailer missing
+    with pytest.raises(HttpError, match="cut short"):
+        await get_answered_with(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s"
+                                % (len(compressed), compressed))
+
+
+async def test_a_stream_left_unread_while_paused_leaves_a_usable_connection() -> None:
+    # the whole body arrives while reads are paused and the consumer leaves without reading it: the connection
+    # goes back to the pool reading again, so the next request on it is answered
+    big = b"y" * 100_000
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:  # until the client closes (raw_server ends the handler then)
+            head = await reader.readuntil(b"\r\n\r\n")
+            body = big if head.startswith(b"GET /big") else b"ok"
+            writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+
+    async with raw_server(answer) as (url, accepted):
+        pool = ConnectionPool(url, read_buffer=16_384)
+        async with pool.stream("GET", "/big", {}, connect_timeout=5, read_timeout=5) as streamed:
+            first = streamed.status
+            async for _piece in streamed.chunks():
+                break  # leaves the rest unread
+        second = await pool.request("GET", "/small", {}, deadline=5)
+        await pool.close()
+    assert (first, second.body) == (404, b"ok")
+    assert accepted[0] in (1, 2)  # reused when the body had ended, else replaced; never hung
+
+
+async def test_the_server_refuses_a_head_over_its_limit_with_431() -> None:
+    raw = await send_to_server(b"GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + b"a" * (MAX_REQUEST_HEAD + 1))
+    assert raw.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+
+
+async def test_the_server_declines_an_upgrade_and_answers_in_http_1_1() -> None:
+    raw = await send_to_server(b"GET /m HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                               b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
+    assert raw.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert raw.endswith(b"\r\n\r\nGET /m ")
+
+
+async def test_the_server_answers_earlier_requests_before_refusing_a_malformed_one() -> None:
+    raw = await send_to_server(b"GET /first HTTP/1.1\r\nHost: h\r\n\r\nNOT HTTP AT ALL\r\n\r\n")
+    assert raw.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert raw.index(b"GET /first ") < raw.index(b"HTTP/1.1 400 Bad Request\r\n")
