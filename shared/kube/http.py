@@ -19,6 +19,9 @@ The pool (:class:`ConnectionPool`) keeps keep-alive connections to one ``scheme:
 
 Failures below HTTP (refused, reset, TLS, a peer closing mid-answer, bytes that are not HTTP/1.1) raise
 :class:`HttpError`; deadlines raise :class:`TimeoutError`.
+
+The server (:class:`HttpServer`) answers requests in order with one handler, keeps connections alive, and
+bounds what a client can make it hold (docs/runtime.md#health).
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ __all__ = ["ConnectionPool", "HttpError", "HttpServer", "Request", "Response", "
            "basic_authorization"]
 
 KEEPALIVE_EXPIRY: Final = 30.0
-"""Seconds an idle connection is kept for reuse (client-go's transport keeps them 90 s; the API server
-never closes them first, other servers may)."""
+"""Seconds an idle connection is kept for reuse (client-go's transport keeps them 90 s; shorter here, so that a
+server's own idle timeout seldom closes one just as a request goes out on it)."""
 
 READ_BUFFER: Final = 2 << 20
 """Bytes of a streamed body held before the socket is paused (2 MiB: etcd's request limit of 1.5 MiB rounded
@@ -147,7 +150,8 @@ class _Connection(asyncio.Protocol):
         self.exchanges = 0
         self.idle_since = 0.0
         self.received = False
-        """Whether any byte of the current answer arrived (a reused connection closed before that is retried)."""
+        """Whether any byte of the current answer arrived (before that, a reused connection found closed may be
+        retried)."""
         self._tunnel: asyncio.Future[bytes] | None = None
         self._tunnel_bytes = bytearray()
         self._close_delimited = False
