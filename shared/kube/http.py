@@ -571,8 +571,10 @@ class ConnectionPool:
         now = time.monotonic()
         while self._idle:
             connection = self._idle.pop()
-            if not connection.closed and now - connection.idle_since < self._keepalive_expiry:
-                return connection
+            transport = connection.transport
+            if (not connection.closed and transport is not None and not transport.is_closing()
+                    and now - connection.idle_since < self._keepalive_expiry):
+                return connection  # (a transport closing after the server's EOF is not reused either)
             connection.abort()
         return await self._open()
 
