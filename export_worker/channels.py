@@ -4,7 +4,8 @@
 :mod:`export_worker.outcome`. Every failure becomes an outcome, never an exception:
 
 * HTTP: POST of the compact bytes with ``Content-Type: application/json``, ``X-Tatara-Signal-Type``, given a
-  key ``Idempotency-Key``, and with tracing on ``traceparent``, 15 s for the whole exchange; 2xx → Shipped,
+  key ``Idempotency-Key``, and with tracing on ``traceparent``, 15 s for the whole exchange, following up to
+  10 redirects that keep the method (307, 308); 2xx → Shipped,
   another status → Rejected ``HTTP <code> <reason>``, no answer → Failed ``HTTP error: …``;
 * NATS: connect (once, no reconnects) → Failed ``NATS connect: …``; the publish (with ``Nats-Msg-Id`` given a
   key, and ``traceparent`` with tracing on) cannot be sent → Rejected ``NATS publish: …``; no acknowledgement,
@@ -17,9 +18,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Final, TextIO
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import anyio
 
@@ -39,7 +41,12 @@ __all__ = ["HTTP_TIMEOUT", "IDEMPOTENCY_KEY", "NATS_MSG_ID", "NATS_TIMEOUT", "TR
            "ship"]
 
 HTTP_TIMEOUT: Final = 15.0
-"""Seconds for one HTTP export, connect to last byte (the reference's client timeout)."""
+"""Seconds for one HTTP export, connect to last byte, redirects included (the reference's client timeout)."""
+
+MAX_REDIRECTS: Final = 10
+"""307 and 308 redirects followed, with the method and the body (the reference's HTTP client follows 10);
+a 301, 302 or 303 is not: following it would turn the POST into a GET and lose the event
+(docs/divergences.md#export-redirects)."""
 
 NATS_TIMEOUT: Final = 15.0
 """Seconds to connect to NATS, and again to wait for the JetStream acknowledgement."""
@@ -69,22 +76,34 @@ async def ship_http(channel: HttpEventChannel, event_bytes: bytes, key: str | No
     traceparent = tracing.current_traceparent()
     if traceparent is not None:
         headers[TRACEPARENT_HEADER] = traceparent
-    pool: ConnectionPool | None = None
+    url = channel.resolved_endpoint
     try:
-        url = urlsplit(channel.resolved_endpoint)
-        pool = ConnectionPool(channel.resolved_endpoint, limit=1)
-        target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        if authorization := basic_authorization(channel.resolved_endpoint):
-            headers["Authorization"] = authorization
-        response = await pool.request("POST", target, headers, event_bytes, deadline=HTTP_TIMEOUT)
-        return http_outcome(response.status)
+        async with asyncio.timeout(HTTP_TIMEOUT):
+            for _ in range(MAX_REDIRECTS + 1):
+                status, location = await _post(url, headers, event_bytes)
+                if status not in (307, 308) or location is None:
+                    return http_outcome(status)
+                url = urljoin(url, location)
+        return ExportOutcome.failed(f"HTTP error: more than {MAX_REDIRECTS} redirects")
     except TimeoutError:
         return ExportOutcome.failed(f"HTTP error: no answer within {HTTP_TIMEOUT:g} s")
     except (HttpError, ValueError, OSError) as err:  # ValueError: an unusable URL
         return ExportOutcome.failed(f"HTTP error: {_text(err)}")
+
+
+async def _post(url: str, headers: dict[str, str], body: bytes) -> tuple[int, str | None]:
+    """One POST of ``body`` to ``url`` (credentials in it as ``Authorization: Basic``): the status and the
+    ``Location`` header. Raises HttpError, ValueError (an unusable URL)."""
+    parts = urlsplit(url)
+    if authorization := basic_authorization(url):
+        headers = {**headers, "Authorization": authorization}
+    pool = ConnectionPool(url, limit=1)
+    try:
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        response = await pool.request("POST", target, headers, body, deadline=None)
+        return response.status, response.headers.get("location")
     finally:
-        if pool is not None:
-            await pool.close()
+        await pool.close()
 
 
 async def _stored(js: JetStreamContext, ack: PubAck, key: str) -> bytes | None:

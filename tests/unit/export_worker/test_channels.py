@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import nats
 import pytest
+from aiohttp import web
 from nats.js.client import JetStreamContext
 
 from export_worker import channels
@@ -64,6 +65,54 @@ async def test_http_without_an_answer_fails(monkeypatch: pytest.MonkeyPatch) -> 
         outcome = await channels.ship(http(receiver.url), EVENT, BYTES, "ns/p", io.StringIO())
         assert len(receiver.requests) == 1, "the request arrived; its answer never did"
     assert outcome == ExportOutcome.failed("HTTP error: no answer within 0.3 s")
+
+
+@contextlib.asynccontextmanager
+async def redirecting_sink() -> AsyncIterator[tuple[str, list[tuple[str, str, bytes]]]]:
+    """aiohttp's web server: ``/307`` and ``/308`` redirect to ``/in`` (a relative ``Location``), ``/302`` too,
+    ``/loop`` to itself; ``/in`` answers 204. Yields its URL and the (method, path, body) of every request."""
+    seen: list[tuple[str, str, bytes]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append((request.method, request.path, await request.read()))
+        if request.path == "/in":
+            return web.Response(status=204)
+        target = request.path if request.path == "/loop" else "in"
+        return web.Response(status=int(request.path[1:]) if request.path != "/loop" else 307,
+                            headers={"Location": target})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}", seen
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize("status", [307, 308])
+async def test_http_follows_a_redirect_that_keeps_the_post(status: int) -> None:
+    async with redirecting_sink() as (url, seen):
+        outcome = await channels.ship(http(f"{url}/{status}"), EVENT, BYTES, "ns/p", io.StringIO())
+    assert outcome == ExportOutcome.shipped()
+    assert seen == [("POST", f"/{status}", BYTES), ("POST", "/in", BYTES)]
+
+
+async def test_http_a_redirect_that_would_drop_the_body_is_the_answer() -> None:
+    async with redirecting_sink() as (url, seen):
+        outcome = await channels.ship(http(f"{url}/302"), EVENT, BYTES, "ns/p", io.StringIO())
+    assert outcome == ExportOutcome.rejected("HTTP 302 Found")
+    assert seen == [("POST", "/302", BYTES)]
+
+
+async def test_http_gives_up_after_ten_redirects() -> None:
+    async with redirecting_sink() as (url, seen):
+        outcome = await channels.ship(http(f"{url}/loop"), EVENT, BYTES, "ns/p", io.StringIO())
+    assert outcome == ExportOutcome.failed("HTTP error: more than 10 redirects")
+    assert len(seen) == 11  # the first POST and ten redirected ones
 
 
 @contextlib.asynccontextmanager
