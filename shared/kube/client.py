@@ -166,7 +166,7 @@ class KubeClient:
 
     Build with :meth:`from_kubeconfig`, :meth:`in_cluster` or :meth:`connect`; ``await
     close()`` when done (or ``async with``). Connections open on the first requests and are kept for
-    the next ones; a client is used on one event loop.
+    the next ones; a client is used on one event loop at a time (``close()`` between two).
 
     Args:
         config: the server and credentials (:mod:`shared.kube.kubeconfig`).
@@ -185,10 +185,12 @@ class KubeClient:
         """Callbacks ``(method, code, host)`` run after each response (e.g. rest_client_requests_total)."""
         self.proxy = proxy_for(self.host, config.proxy_url)
         """The proxy every request goes through (None: direct), resolved once here."""
-        self._pool = ConnectionPool(
-            self.host, ssl_context=config.ssl_context() if self.host.startswith("https:") else None,
-            server_hostname=config.tls_server_name, limit=CONNECTION_LIMIT, proxy=self.proxy,
-            read_buffer=READ_BUFFER)
+        self._ssl = config.ssl_context() if self.host.startswith("https:") else None
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ConnectionPool:
+        return ConnectionPool(self.host, ssl_context=self._ssl, server_hostname=self.config.tls_server_name,
+                              limit=CONNECTION_LIMIT, proxy=self.proxy, read_buffer=READ_BUFFER)
 
     # -- construction -------------------------------------------------------------------
 
@@ -226,7 +228,10 @@ class KubeClient:
         return await cls.from_kubeconfig(Path(kubeconfig) if kubeconfig else None, **kwargs)
 
     async def close(self) -> None:
-        await self._pool.close()
+        """Close every connection (a request or watch on one fails with status 0). A request after this
+        opens new ones, as the first request did."""
+        pool, self._pool = self._pool, self._new_pool()
+        await pool.close()
 
     async def __aenter__(self) -> KubeClient:
         return self
