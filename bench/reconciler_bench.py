@@ -4,7 +4,8 @@ Against a private local control plane (etcd + kube-apiserver, no controller-mana
 tatara and Flux CRDs installed, the reconciler runs as its own OS process
 (``python -m reconciler.main --leader-elect false --watch-namespace bench``) so its CPU time is
 read cleanly from ``/proc/<pid>/stat``; the Flux stand-in runs in this process and marks every
-Kustomization Ready at once. Measured:
+Kustomization Ready at once (``--standin-process``: in a process of its own, so that this one only watches).
+Measured:
 
 - **wall time**: first create sent → every Process ``Attested`` (seen by a watch here);
 - **API requests per Process**: the reconciler's ``rest_client_requests_total`` (scraped from its
@@ -28,7 +29,8 @@ after the apply; Attested after Ready — the earlier phases are folded into the
 docs/behaviour.md#folded-phases), and one Event per recorded transition (4). That is 5 writes + 4 Events
 = **9**; the ProcessTable status writer is batched (≈0 per Process at scale). Reads come from caches (0).
 
-Usage: ``.venv/bin/python -m bench.reconciler_bench [--processes 1000] [--profile FILE] [--tracing MODES]``.
+Usage: ``.venv/bin/python -m bench.reconciler_bench [--processes 1000] [--profile FILE] [--tracing MODES]
+[--standin-process]``.
 Prints a table, each figure with its design minimum or goal; ``--profile`` attaches py-spy to the reconciler
 while the Processes converge and writes raw collapsed stacks to FILE. ``--tracing off,1.0,0.1`` runs once per
 mode on a fresh control plane (tracing off; on with a parent-based ratio sampler at 100 % and 10 %, the spans
@@ -177,6 +179,16 @@ def tracing_env(mode: str, jaeger: JaegerServer | None) -> dict[str, str]:
             "OTEL_TRACES_SAMPLER_ARG": mode}
 
 
+STANDIN_PROCESS = False
+"""``--standin-process``: the Flux stand-in runs as its own OS process (bench/flux_standin_runner.py)."""
+
+
+def start_standin(control_plane: LocalControlPlane) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "bench.flux_standin_runner", "--kubeconfig",
+                             str(control_plane.kubeconfig), "--namespace", NAMESPACE], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 async def bench(control_plane: LocalControlPlane, n: int, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     client = await KubeClient.from_kubeconfig(control_plane.kubeconfig)
     await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
@@ -204,6 +216,7 @@ async def bench(control_plane: LocalControlPlane, n: int, extra_env: dict[str, s
             if len(attested) >= n:
                 all_done.set()
 
+    standin: subprocess.Popen[bytes] | None = None
     kustomizations: Informer[_Obj] = Informer(client, KUSTOMIZATIONS, _Obj, namespace=NAMESPACE)
     processes: Informer[_Obj] = Informer(client, PROCESSES, _Obj, namespace=NAMESPACE)
     kustomizations.add_handler(on_kustomization)
@@ -212,7 +225,10 @@ async def bench(control_plane: LocalControlPlane, n: int, extra_env: dict[str, s
         async with anyio.create_task_group() as tg:
             tg.start_soon(kustomizations.run)
             tg.start_soon(processes.run)
-            tg.start_soon(FluxStandIn(client, namespace=NAMESPACE).run)
+            if STANDIN_PROCESS:
+                standin = start_standin(control_plane)
+            else:
+                tg.start_soon(FluxStandIn(client, namespace=NAMESPACE).run)
             while True:  # the reconciler's health server answers once it has started
                 try:
                     before = await scrape_requests(port)
@@ -248,6 +264,9 @@ async def bench(control_plane: LocalControlPlane, n: int, extra_env: dict[str, s
             memory = memory_mib(proc.pid)
             tg.cancel_scope.cancel()
     finally:
+        if standin is not None:
+            standin.terminate()
+            standin.wait(timeout=30)
         proc.terminate()
         proc.wait(timeout=30)
         await client.close()
@@ -306,9 +325,12 @@ def main() -> None:
     parser.add_argument("--tracing", default="off",
                         help="comma-separated modes, each a run on a fresh control plane: off, or a sampling ratio "
                              "(1.0, 0.1) with spans exported to a real Jaeger; several print the cost table")
+    parser.add_argument("--standin-process", action="store_true",
+                        help="run the Flux stand-in as its own process, so this one only watches and stamps events")
     args = parser.parse_args()
-    global PROFILE
+    global PROFILE, STANDIN_PROCESS
     PROFILE = args.profile
+    STANDIN_PROCESS = args.standin_process
     modes = [m.strip() for m in args.tracing.split(",") if m.strip()]
     results: dict[str, dict[str, Any]] = {}
     with contextlib.ExitStack() as stack:
