@@ -43,7 +43,7 @@ from urllib.parse import unquote, urlsplit
 import httptools
 
 __all__ = ["ConnectionPool", "HttpError", "HttpServer", "Request", "Response", "StreamingResponse",
-           "basic_authorization"]
+           "basic_authorization", "basic_credentials"]
 
 KEEPALIVE_EXPIRY: Final = 30.0
 """Seconds an idle connection is kept for reuse (client-go's transport keeps them 90 s; shorter here, so that a
@@ -79,14 +79,17 @@ class Response:
     body: bytes
 
 
+def basic_credentials(user: str, password: str) -> str:
+    """The ``Authorization`` value ``Basic <base64 of user:password>`` (RFC 7617, UTF-8)."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
 def basic_authorization(url: str) -> str | None:
-    """``Basic <base64 of user:password>`` (RFC 7617) from the credentials in ``url``, percent-decoded; None
-    when it has none."""
+    """:func:`basic_credentials` from the credentials in ``url``, percent-decoded; None when it has none."""
     parts = urlsplit(url)
     if parts.username is None:
         return None
-    credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-    return "Basic " + base64.b64encode(credentials.encode()).decode("ascii")
+    return basic_credentials(unquote(parts.username), unquote(parts.password or ""))
 
 
 def _check_header(text: str) -> str:
@@ -460,29 +463,16 @@ class ConnectionPool:
             TimeoutError: the deadline passed.
             ValueError: a line break in ``target`` or a header.
         """
-        if method == "HEAD":
-            raise ValueError("HEAD is not supported: the answer's parser would wait for the body it announces")
-        replayable = _replayable(method, headers)
+        message, replayable = self._message(method, target, headers, body)
         async with asyncio.timeout(deadline), self._semaphore:
-            message = self._message(method, target, headers, body)
-            for attempt in (1, 2):
-                connection = await (self._connection() if attempt == 1 else self._open())
-                reused = connection.exchanges > 0
-                answer = connection.send(message, streaming=False)
-                try:
-                    await answer.head
-                    data = await connection.body(answer)
-                except HttpError:
-                    connection.abort()
-                    if attempt == 1 and reused and not connection.received and replayable:
-                        continue  # most likely the server had closed the idle connection
-                    raise
-                except BaseException:
-                    connection.abort()
-                    raise
-                self._release(connection)
-                return Response(answer.status, answer.reason, answer.headers, data)
-        raise AssertionError("unreachable")
+            connection, answer = await self._send(message, replayable, streaming=False)
+            try:
+                data = await connection.body(answer)
+            except BaseException:
+                connection.abort()
+                raise
+            self._release(connection)
+            return Response(answer.status, answer.reason, answer.headers, data)
 
     @asynccontextmanager
     async def stream(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None = None, *,
@@ -497,32 +487,12 @@ class ConnectionPool:
             HttpError: below HTTP.
             TimeoutError: a deadline passed.
         """
-        if method == "HEAD":
-            raise ValueError("HEAD is not supported: the answer's parser would wait for the body it announces")
-        replayable = _replayable(method, headers)
-        message = self._message(method, target, headers, body)
+        message, replayable = self._message(method, target, headers, body)
         async with asyncio.timeout(connect_timeout):
             await self._semaphore.acquire()
         try:
-            connection: _Connection | None = None
-            for attempt in (1, 2):
-                async with asyncio.timeout(connect_timeout):
-                    connection = await (self._connection() if attempt == 1 else self._open())
-                reused = connection.exchanges > 0
-                answer = connection.send(message, streaming=True)
-                try:
-                    async with asyncio.timeout(read_timeout):
-                        await answer.head
-                except HttpError:
-                    connection.abort()
-                    if attempt == 1 and reused and not connection.received and replayable:
-                        continue
-                    raise
-                except BaseException:
-                    connection.abort()
-                    raise
-                break
-            assert connection is not None
+            connection, answer = await self._send(message, replayable, streaming=True,
+                                                  connect_timeout=connect_timeout, read_timeout=read_timeout)
             try:
                 yield StreamingResponse(connection, answer, read_timeout)
             except BaseException:
@@ -545,12 +515,43 @@ class ConnectionPool:
 
     # -- connections ---------------------------------------------------------------------------------------------
 
-    def _message(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None) -> bytes:
+    def _message(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None
+                 ) -> tuple[bytes, bool]:
+        """The request's bytes, and whether it may be sent again (:func:`_replayable`). Raises ValueError for
+        HEAD or a line break in a header."""
+        if method == "HEAD":
+            raise ValueError("HEAD is not supported: the answer's parser would wait for the body it announces")
+        replayable = _replayable(method, headers)
         if self._proxy is not None and self.scheme == "http":
             target = f"http://{self.authority}{target}"  # a plain HTTP request through a proxy names its URL
             if self._proxy_authorization:
                 headers = {**headers, "Proxy-Authorization": self._proxy_authorization}
-        return _request_bytes(method, target, self.authority, headers, body)
+        return _request_bytes(method, target, self.authority, headers, body), replayable
+
+    async def _send(self, message: bytes, replayable: bool, *, streaming: bool, connect_timeout: float | None = None,
+                    read_timeout: float | None = None) -> tuple[_Connection, _Answer]:
+        """Send ``message`` on a connection (an idle one, else a new one) and wait for the answer's head;
+        once more on a new connection when a reused one turns out closed before any byte of the answer and
+        the request is ``replayable``. Raises HttpError, TimeoutError (``connect_timeout`` for getting a
+        connection, ``read_timeout`` for the head)."""
+        for attempt in (1, 2):
+            async with asyncio.timeout(connect_timeout):
+                connection = await (self._connection() if attempt == 1 else self._open())
+            reused = connection.exchanges > 0
+            answer = connection.send(message, streaming)
+            try:
+                async with asyncio.timeout(read_timeout):
+                    await answer.head
+            except HttpError:
+                connection.abort()
+                if attempt == 1 and reused and not connection.received and replayable:
+                    continue  # most likely the server had closed the idle connection
+                raise
+            except BaseException:
+                connection.abort()
+                raise
+            return connection, answer
+        raise AssertionError("unreachable")
 
     def _release(self, connection: _Connection) -> None:
         if self._closed or not connection.reusable:

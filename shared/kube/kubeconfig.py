@@ -33,6 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from shared.kube.http import basic_credentials
+
 __all__ = [
     "SERVICE_ACCOUNT_DIR", "SERVICE_CERT_FILENAME", "SERVICE_TOKEN_FILENAME", "TOKEN_FILE_REFRESH",
     "ConfigError", "Credentials", "KubeConfig", "load_incluster", "load_kubeconfig",
@@ -69,8 +71,7 @@ class Credentials:
 
     def authorization(self) -> str | None:
         if self.basic is not None:
-            pair = f"{self.basic[0]}:{self.basic[1]}".encode()
-            return "Basic " + base64.b64encode(pair).decode()
+            return basic_credentials(*self.basic)
         if self.token_file is not None:
             if self._cached is None or self.clock() >= self._expires:
                 try:
